@@ -1,0 +1,1 @@
+"""On-disk model (log layer): log dirs, partitions, segments, crash-safe file operations."""
