@@ -1,0 +1,507 @@
+"""Log dir discovery (log layer): what is on disk — log dirs, partition dirs, segments, leftovers.
+
+:func:`discover` reads only directory listings and ``stat`` (never file contents, except the
+small ``meta.properties``), classifying every entry the way a broker's loader would
+(KAFKA_FORMATS §8, §12.1-12.3):
+
+* a log dir holds ``meta.properties``, ``.lock``, ``.kafka_cleanshutdown``, four offset
+  checkpoint files and one directory per partition; ``remote-log-index-cache`` is skipped and
+  ``__cluster_metadata-0`` belongs to the Raft layer;
+* a partition dir holds segments (``<base offset>.log`` with ``.index``/``.timeindex``/
+  ``.txnindex``), producer snapshots, ``leader-epoch-checkpoint``, ``partition.metadata``, and
+  possibly crash leftovers (``.deleted``/``.cleaned``/``.swap``/``.tmp``) and orphaned indexes.
+
+:func:`describe_segment` then reads one ``.log`` (memory-mapped, read-only) with the shallow
+entry walk to give its offset and time ranges. Nothing here writes, and no symlink is followed
+out of the directory the caller named.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..codec import layout as L
+from ..codec.scan import STOP_END, STOP_SIZE_TOO_SMALL, scan_entries
+from ..errors import KafkaLogError, Location, LogDirError
+from . import naming as N
+from .lock import lock_holder
+
+# bootstrap.checkpoint: KRaft's formatted bootstrap metadata (`kafka-storage format`)
+_LOG_DIR_MARKERS = (N.META_PROPERTIES, N.LOCK_FILE, N.CLEAN_SHUTDOWN_FILE, *N.CHECKPOINT_FILES,
+                    N.BOOTSTRAP_CHECKPOINT)
+META_PROPERTIES_MAX_BYTES = 1 << 16  # meta.properties is a handful of lines; refuse more
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One segment: its ``.log`` and whichever index files exist, from ``stat`` only."""
+
+    base_offset: int
+    log: Path
+    log_size: int
+    mtime: float  # the .log's modification time (Kafka falls back to it for retention)
+    index: Path | None = None
+    timeindex: Path | None = None
+    txnindex: Path | None = None
+    index_size: int | None = None
+    timeindex_size: int | None = None
+    txnindex_size: int | None = None
+
+
+@dataclass(frozen=True)
+class PartitionDir:
+    """One partition directory (live, or ``-delete``/``-future``/``-stray`` per ``kind``).
+
+    ``topic``/``partition`` are ``None`` only for the folder of a lone ``.log`` file named
+    directly whose folder is not named ``<topic>-<partition>``.
+    """
+
+    path: Path
+    topic: str | None
+    partition: int | None
+    kind: str | None = None
+    uuid: str | None = None
+    segments: tuple[Segment, ...] = ()
+    leftovers: tuple[Path, ...] = ()  # .deleted / .cleaned / .swap / .tmp
+    orphan_indexes: tuple[Path, ...] = ()  # index files whose .log is missing
+    snapshots: tuple[Path, ...] = ()  # producer-state <offset>.snapshot
+    kraft_snapshots: tuple[Path, ...] = ()  # <end offset>-<epoch>.checkpoint (metadata log)
+    unknown: tuple[Path, ...] = ()  # anything else
+    partition_metadata: bool = False
+    leader_epoch_checkpoint: bool = False
+
+    @property
+    def name(self) -> str:
+        """``topic-partition`` (the folder name when those are unknown)."""
+        if self.topic is None:
+            return self.path.name
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def size(self) -> int:
+        """Total bytes of the ``.log`` files."""
+        return sum(s.log_size for s in self.segments)
+
+
+@dataclass(frozen=True)
+class LogDir:
+    """One broker log directory (one entry of ``log.dirs``)."""
+
+    path: Path
+    meta_properties: dict[str, str] | None = None
+    lock_file: bool = False
+    lock_holder: int | None = None  # pid of a live process holding .lock
+    clean_shutdown: bool = False  # .kafka_cleanshutdown present
+    checkpoints: tuple[str, ...] = ()  # names of the offset checkpoint files present
+    partitions: tuple[PartitionDir, ...] = ()  # live logs LogManager loads
+    special: tuple[PartitionDir, ...] = ()  # -delete / -future / -stray
+    metadata_log: PartitionDir | None = None  # __cluster_metadata-0 (KRaft)
+    skipped: tuple[Path, ...] = ()  # remote-log-index-cache
+    leftovers: tuple[Path, ...] = ()  # *.tmp of the atomic write protocol
+    unknown: tuple[Path, ...] = ()  # files and folders a broker would not recognise
+
+    def all_partition_dirs(self) -> tuple[PartitionDir, ...]:
+        """Live, special and metadata-log partition dirs, in order."""
+        meta = (self.metadata_log,) if self.metadata_log is not None else ()
+        return self.partitions + self.special + meta
+
+
+@dataclass(frozen=True)
+class DuplicateReplica:
+    """One topic-partition present in more than one place (JBOD).
+
+    A live log plus one ``-future`` replica is a replica move in progress; anything else
+    (two live copies) makes a broker refuse to start.
+    """
+
+    topic: str
+    partition: int
+    paths: tuple[Path, ...]
+    kinds: tuple[str | None, ...]
+
+    @property
+    def is_move(self) -> bool:
+        """One live copy and one ``-future`` copy: an intra-broker move in progress."""
+        return sorted(self.kinds, key=str) == sorted([None, N.FUTURE_DIR], key=str)
+
+
+@dataclass(frozen=True)
+class LogDirs:
+    """Everything :func:`discover` found, in deterministic order."""
+
+    log_dirs: tuple[LogDir, ...] = ()
+    partitions: tuple[PartitionDir, ...] = ()  # partition dirs named directly
+    duplicates: tuple[DuplicateReplica, ...] = field(default=())
+
+    def all_partition_dirs(self) -> tuple[PartitionDir, ...]:
+        """Every partition dir found, log dir by log dir, then those named directly."""
+        out: list[PartitionDir] = []
+        for d in self.log_dirs:
+            out.extend(d.all_partition_dirs())
+        return tuple(out) + self.partitions
+
+
+# --- discovery -------------------------------------------------------------------------------
+
+
+def discover(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> LogDirs:
+    """Find the log dirs, partition dirs and segments under ``paths``.
+
+    Parameters
+    ----------
+    paths : path or sequence of paths
+        Each is a log dir (JBOD: several), a single partition dir, or a single ``.log`` file
+        (then only that segment and its index files are taken).
+
+    Returns
+    -------
+    LogDirs
+        With :class:`DuplicateReplica` entries for a topic-partition found more than once.
+
+    Raises
+    ------
+    LogDirError
+        A path that does not exist, a ``.log`` not named ``<offset>.log``, or a symlink that
+        leads out of the directory being discovered.
+    """
+    items = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    log_dirs: dict[Path, LogDir] = {}
+    partitions: dict[Path, PartitionDir] = {}
+    for item in items:
+        path = Path(item).resolve()
+        if not path.exists():
+            raise LogDirError("no such file or directory", Location(file=str(item)))
+        if path.is_file():
+            part = _lone_segment(path)
+            partitions[part.path] = _merge_lone(partitions.get(part.path), part)
+        elif _looks_like_partition_dir(path):
+            partitions[path] = _scan_partition_dir(path, N.parse_partition_dir_name(path.name),
+                                                   root=path)
+        else:
+            log_dirs[path] = _scan_log_dir(path)
+    found = LogDirs(
+        log_dirs=tuple(log_dirs[p] for p in sorted(log_dirs)),
+        partitions=tuple(sorted(partitions.values(), key=_partition_key)),
+    )
+    return LogDirs(found.log_dirs, found.partitions, _duplicates(found))
+
+
+def _looks_like_partition_dir(path: Path) -> bool:
+    # a log dir has its marker files or sub-directories; a partition dir has neither
+    names = os.listdir(path)
+    if any(n in _LOG_DIR_MARKERS for n in names):
+        return False
+    if any((path / n).is_dir() for n in names):
+        return False
+    try:
+        N.parse_partition_dir_name(path.name)
+    except LogDirError:
+        return False
+    return True
+
+
+def _checked(root: Path, entry: os.DirEntry[str]) -> Path:
+    """The entry's path; a symlink must resolve inside ``root``."""
+    p = Path(entry.path)
+    if entry.is_symlink():
+        target = p.resolve()
+        if not target.is_relative_to(root):
+            raise LogDirError(f"symlink leads outside {root} to {target}; refusing to follow it",
+                              Location(file=str(p)))
+    return p
+
+
+def _scan_log_dir(path: Path) -> LogDir:
+    partitions: list[PartitionDir] = []
+    special: list[PartitionDir] = []
+    metadata_log = None
+    skipped: list[Path] = []
+    leftovers: list[Path] = []
+    unknown: list[Path] = []
+    names: set[str] = set()
+    with os.scandir(path) as it:
+        entries = sorted(it, key=lambda e: e.name)
+    for entry in entries:
+        p = _checked(path, entry)
+        names.add(entry.name)
+        if p.is_dir():
+            if entry.name == N.REMOTE_LOG_INDEX_CACHE:
+                skipped.append(p)
+                continue
+            try:
+                parsed = N.parse_partition_dir_name(entry.name)
+            except LogDirError:
+                unknown.append(p)  # a broker aborts loading on such a directory
+                continue
+            part = _scan_partition_dir(p, parsed, root=path)
+            if parsed.is_metadata_log and parsed.kind is None:
+                metadata_log = part
+            elif parsed.kind is None:
+                partitions.append(part)
+            else:
+                special.append(part)
+        elif entry.name in _LOG_DIR_MARKERS:
+            continue
+        elif N.is_tmp(entry.name):
+            leftovers.append(p)
+        else:
+            unknown.append(p)
+    meta = path / N.META_PROPERTIES
+    return LogDir(
+        path=path,
+        meta_properties=_read_meta_properties(meta) if N.META_PROPERTIES in names else None,
+        lock_file=N.LOCK_FILE in names,
+        lock_holder=lock_holder(path) if N.LOCK_FILE in names else None,
+        clean_shutdown=N.CLEAN_SHUTDOWN_FILE in names,
+        checkpoints=tuple(n for n in N.CHECKPOINT_FILES if n in names),
+        partitions=tuple(sorted(partitions, key=_partition_key)),
+        special=tuple(sorted(special, key=_partition_key)),
+        metadata_log=metadata_log,
+        skipped=tuple(skipped),
+        leftovers=tuple(leftovers),
+        unknown=tuple(unknown),
+    )
+
+
+def _scan_partition_dir(path: Path, parsed: N.PartitionDirName, root: Path) -> PartitionDir:
+    files: dict[str, Path] = {}
+    unknown: list[Path] = []
+    with os.scandir(path) as it:
+        for entry in it:
+            p = _checked(root, entry)
+            if p.is_file():
+                files[entry.name] = p
+            else:
+                unknown.append(p)
+    return _classify(path, parsed.topic, parsed.partition, parsed.kind, parsed.uuid, files,
+                     unknown)
+
+
+def _classify(path: Path, topic: str | None, partition: int | None, kind: str | None,
+              uuid: str | None, files: dict[str, Path], unknown: list[Path]) -> PartitionDir:
+    logs: dict[int, Path] = {}
+    indexes: dict[int, dict[str, Path]] = {}
+    leftovers: list[Path] = []
+    snapshots: list[Path] = []
+    kraft: list[Path] = []
+    for name in sorted(files):
+        p = files[name]
+        if name in (N.PARTITION_METADATA, N.LEADER_EPOCH_CHECKPOINT, N.QUORUM_STATE):
+            continue
+        if N.is_transient(name) or N.is_tmp(name):
+            leftovers.append(p)
+            continue
+        try:
+            parsed = N.parse_segment_file_name(name)
+        except LogDirError:
+            try:
+                N.parse_kraft_snapshot_name(name)
+                kraft.append(p)
+            except LogDirError:
+                unknown.append(p)
+            continue
+        if parsed.kind == N.LOG:
+            logs[parsed.offset] = p
+        elif parsed.kind == N.SNAPSHOT:
+            snapshots.append(p)
+        else:
+            indexes.setdefault(parsed.offset, {})[parsed.kind] = p
+    segments = tuple(_segment(off, logs[off], indexes.get(off, {})) for off in sorted(logs))
+    orphans = tuple(p for off in sorted(indexes) if off not in logs
+                    for _, p in sorted(indexes[off].items(), key=lambda kv: kv[1].name))
+    return PartitionDir(
+        path=path, topic=topic, partition=partition, kind=kind, uuid=uuid, segments=segments,
+        leftovers=tuple(leftovers), orphan_indexes=orphans, snapshots=tuple(snapshots),
+        kraft_snapshots=tuple(kraft), unknown=tuple(sorted(unknown)),
+        partition_metadata=N.PARTITION_METADATA in files,
+        leader_epoch_checkpoint=N.LEADER_EPOCH_CHECKPOINT in files,
+    )
+
+
+def _segment(base_offset: int, log: Path, indexes: dict[str, Path]) -> Segment:
+    st = log.stat()
+
+    def size(kind: str) -> int | None:
+        p = indexes.get(kind)
+        return None if p is None else p.stat().st_size
+
+    return Segment(
+        base_offset=base_offset, log=log, log_size=st.st_size, mtime=st.st_mtime,
+        index=indexes.get(N.INDEX), timeindex=indexes.get(N.TIME_INDEX),
+        txnindex=indexes.get(N.TXN_INDEX), index_size=size(N.INDEX),
+        timeindex_size=size(N.TIME_INDEX), txnindex_size=size(N.TXN_INDEX),
+    )
+
+
+def _lone_segment(path: Path) -> PartitionDir:
+    parsed = N.parse_segment_file_name(path.name)
+    if parsed.kind != N.LOG or parsed.transient is not None:
+        raise LogDirError("a single file must be a segment's <offset>.log",
+                          Location(file=str(path)))
+    folder = path.parent
+    siblings = {n: folder / n for n in (N.segment_file_name(parsed.offset, k)
+                                        for k in N.INDEX_KINDS) if (folder / n).is_file()}
+    siblings[path.name] = path
+    try:
+        pd = N.parse_partition_dir_name(folder.name)
+        topic, partition, kind, uuid = pd.topic, pd.partition, pd.kind, pd.uuid
+    except LogDirError:
+        topic = partition = kind = uuid = None
+    part = _classify(folder, topic, partition, kind, uuid, siblings, [])
+    return PartitionDir(path=folder, topic=topic, partition=partition, kind=kind, uuid=uuid,
+                        segments=part.segments)
+
+
+def _merge_lone(old: PartitionDir | None, new: PartitionDir) -> PartitionDir:
+    if old is None:
+        return new
+    segs = {s.base_offset: s for s in old.segments + new.segments}
+    return PartitionDir(path=new.path, topic=new.topic, partition=new.partition, kind=new.kind,
+                        uuid=new.uuid, segments=tuple(segs[o] for o in sorted(segs)))
+
+
+def _partition_key(p: PartitionDir) -> tuple[str, int, str, str, str]:
+    return (p.topic or "", p.partition if p.partition is not None else -1, p.kind or "",
+            p.uuid or "", str(p.path))
+
+
+def _duplicates(found: LogDirs) -> tuple[DuplicateReplica, ...]:
+    by_tp: dict[tuple[str, int], list[PartitionDir]] = {}
+    for p in found.all_partition_dirs():
+        if p.topic is None or p.partition is None or p.kind not in (None, N.FUTURE_DIR):
+            continue
+        by_tp.setdefault((p.topic, p.partition), []).append(p)
+    return tuple(
+        DuplicateReplica(t, n, tuple(p.path for p in ps), tuple(p.kind for p in ps))
+        for (t, n), ps in sorted(by_tp.items()) if len(ps) > 1
+    )
+
+
+def _read_meta_properties(path: Path) -> dict[str, str]:
+    # Summary only: key=value lines of a Java properties file, comments skipped. Values of the
+    # keys Kafka writes (ids, versions, base64url uuids) never need Java escapes.
+    try:
+        with open(path, "rb") as f:
+            data = f.read(META_PROPERTIES_MAX_BYTES + 1)
+    except OSError as exc:
+        raise LogDirError(f"cannot read meta.properties: {exc.strerror}",
+                          Location(file=str(path))) from exc
+    if len(data) > META_PROPERTIES_MAX_BYTES:
+        raise LogDirError(f"meta.properties is larger than {META_PROPERTIES_MAX_BYTES} bytes",
+                          Location(file=str(path)))
+    out: dict[str, str] = {}
+    for line in data.decode("utf-8", errors="replace").splitlines():
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return dict(sorted(out.items()))
+
+
+# --- one segment's contents ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """What the entry headers of one ``.log`` say (no decompression, no CRC check).
+
+    ``first_offset`` is the first entry's header offset (for a compressed v0/v1 wrapper that is
+    its *last* offset); ``next_offset`` is what Kafka's ``readNextOffset`` returns (last offset
+    + 1, or the base offset of an empty segment). ``records`` is ``None`` when a compressed
+    legacy wrapper hides its message count. ``min_timestamp`` is the smallest header timestamp
+    (v2 base timestamp / v1 message timestamp); timestamps are ``None`` when no entry has one.
+    """
+
+    path: Path
+    base_offset: int
+    size: int
+    batches: int
+    first_offset: int | None
+    last_offset: int | None
+    next_offset: int
+    records: int | None
+    min_timestamp: int | None
+    max_timestamp: int | None
+    magics: tuple[int, ...]
+    codecs: tuple[str, ...]
+    transactional_batches: int
+    control_batches: int
+    valid_bytes: int  # where the walk stopped; == size for a clean segment
+    stop_code: int
+    stop_reason: str
+    zero_tail: bool  # the bytes after valid_bytes are all zero (a preallocated file)
+
+    @property
+    def clean(self) -> bool:
+        """The walk reached the end of the file."""
+        return self.stop_code == STOP_END
+
+
+def describe_segment(segment: Segment | str | os.PathLike[str]) -> SegmentInfo:
+    """Walk the entry headers of one segment's ``.log`` and summarise them.
+
+    The file is memory-mapped read-only; nothing is written.
+
+    Parameters
+    ----------
+    segment : Segment or path
+        A discovered segment, or the path of a ``.log`` file (base offset from its name, else
+        from its first entry).
+
+    Returns
+    -------
+    SegmentInfo
+    """
+    path = Path(segment.log if isinstance(segment, Segment) else segment)
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
+    except OSError as exc:
+        raise LogDirError(f"cannot open segment: {exc.strerror}",
+                          Location(file=str(path))) from exc
+    try:
+        buf = np.frombuffer(mm, np.uint8) if mm is not None else np.zeros(0, np.uint8)
+        table = scan_entries(buf)
+        zero_tail = (table.stop_code == STOP_SIZE_TOO_SMALL
+                     and not buf[table.stop_position:].any())
+        del buf  # release the buffer export before closing the map
+    finally:
+        if mm is not None:
+            mm.close()
+    if isinstance(segment, Segment):
+        base = segment.base_offset
+    else:
+        try:
+            base = N.offset_from_file_name(path.name)
+        except KafkaLogError:
+            base = int(table.offset[0]) if len(table) else 0
+    n = len(table)
+    counts = table.count
+    ts_min = table.base_timestamp[table.base_timestamp >= 0]
+    ts_max = table.max_timestamp[table.max_timestamp >= 0]
+    last = int(table.last_offset[-1]) if n else None
+    return SegmentInfo(
+        path=path, base_offset=base, size=size, batches=n,
+        first_offset=int(table.offset[0]) if n else None,
+        last_offset=last,
+        next_offset=last + 1 if last is not None else base,
+        records=int(counts.sum()) if n == 0 or (counts >= 0).all() else None,
+        min_timestamp=int(ts_min.min()) if len(ts_min) else None,
+        max_timestamp=int(ts_max.max()) if len(ts_max) else None,
+        magics=tuple(int(m) for m in np.unique(table.magic)),
+        codecs=tuple(L.CODEC_NAMES.get(int(c), f"unknown({int(c)})")
+                     for c in np.unique(table.codec)),
+        transactional_batches=int(table.is_transactional().sum()),
+        control_batches=int(table.is_control().sum()),
+        valid_bytes=table.stop_position, stop_code=table.stop_code,
+        stop_reason=table.stop_reason, zero_tail=bool(zero_tail),
+    )
