@@ -1,0 +1,216 @@
+"""``kafkalog info`` (entry-point layer): what a set of log dirs holds, read-only.
+
+Topics, partitions, segments, offset and time ranges, sizes, magics, codecs, special dirs,
+crash leftovers and the lock status, as a table or as JSON. Builds on
+:func:`kafkalog_spark.log.discovery.discover` and :func:`~kafkalog_spark.log.discovery.describe_segment`;
+it opens files only for reading and never changes a byte or a modification time.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ..log.discovery import (LogDir, LogDirs, PartitionDir, Segment, describe_segment,
+                             discover)
+
+
+def segment_report(seg: Segment, shallow: bool) -> dict[str, Any]:
+    """One segment as a JSON-ready dict (``shallow``: from ``stat`` only, no ``.log`` read)."""
+    out: dict[str, Any] = {
+        "base_offset": seg.base_offset, "log": str(seg.log), "size": seg.log_size,
+        "mtime": seg.mtime, "index_size": seg.index_size, "timeindex_size": seg.timeindex_size,
+        "txnindex_size": seg.txnindex_size,
+    }
+    if shallow:
+        return out
+    info = describe_segment(seg)
+    out.update(
+        batches=info.batches, first_offset=info.first_offset, last_offset=info.last_offset,
+        next_offset=info.next_offset, records=info.records, min_timestamp=info.min_timestamp,
+        max_timestamp=info.max_timestamp, magics=list(info.magics), codecs=list(info.codecs),
+        transactional_batches=info.transactional_batches,
+        control_batches=info.control_batches, valid_bytes=info.valid_bytes,
+        clean=info.clean, stop_reason=info.stop_reason, zero_tail=info.zero_tail,
+    )
+    return out
+
+
+def partition_report(part: PartitionDir, shallow: bool) -> dict[str, Any]:
+    """One partition dir, its segments and the totals over them."""
+    segs = [segment_report(s, shallow) for s in part.segments]
+    out: dict[str, Any] = {
+        "name": part.name, "topic": part.topic, "partition": part.partition, "kind": part.kind,
+        "uuid": part.uuid, "path": str(part.path), "size": part.size, "segments": segs,
+        "start_offset": segs[0]["base_offset"] if segs else None,
+        "leftovers": _names(part.leftovers), "orphan_indexes": _names(part.orphan_indexes),
+        "snapshots": _names(part.snapshots), "kraft_snapshots": _names(part.kraft_snapshots),
+        "unknown": _names(part.unknown), "partition_metadata": part.partition_metadata,
+        "leader_epoch_checkpoint": part.leader_epoch_checkpoint,
+    }
+    if not shallow:
+        counts = [s["records"] for s in segs]
+        out["next_offset"] = segs[-1]["next_offset"] if segs else None
+        out["records"] = None if None in counts else sum(counts)
+        out["min_timestamp"] = _extreme(min, [s["min_timestamp"] for s in segs])
+        out["max_timestamp"] = _extreme(max, [s["max_timestamp"] for s in segs])
+        out["magics"] = sorted({m for s in segs for m in s["magics"]})
+        out["codecs"] = sorted({c for s in segs for c in s["codecs"]})
+        out["unclean_segments"] = [s["base_offset"] for s in segs if not s["clean"]]
+    return out
+
+
+def log_dir_report(d: LogDir, shallow: bool) -> dict[str, Any]:
+    """One log dir: its files, lock status and partition dirs."""
+    return {
+        "path": str(d.path), "meta_properties": d.meta_properties,
+        "lock": {"file": d.lock_file, "held_by_pid": d.lock_holder},
+        "clean_shutdown_marker": d.clean_shutdown, "checkpoints": list(d.checkpoints),
+        "partitions": [partition_report(p, shallow) for p in d.partitions],
+        "special": [partition_report(p, shallow) for p in d.special],
+        "metadata_log": (partition_report(d.metadata_log, shallow)
+                         if d.metadata_log is not None else None),
+        "skipped": _names(d.skipped), "leftovers": _names(d.leftovers),
+        "unknown": _names(d.unknown),
+    }
+
+
+def report(found: LogDirs, shallow: bool = False) -> dict[str, Any]:
+    """Everything :func:`discover` found as one JSON-ready dict.
+
+    Parameters
+    ----------
+    found : LogDirs
+        The result of :func:`~kafkalog_spark.log.discovery.discover`.
+    shallow : bool
+        Skip reading ``.log`` headers (offset/time ranges then absent).
+    """
+    return {
+        "log_dirs": [log_dir_report(d, shallow) for d in found.log_dirs],
+        "partitions": [partition_report(p, shallow) for p in found.partitions],
+        "duplicates": [
+            {"topic": d.topic, "partition": d.partition, "paths": [str(p) for p in d.paths],
+             "kinds": list(d.kinds), "replica_move": d.is_move}
+            for d in found.duplicates
+        ],
+    }
+
+
+# --- human output ----------------------------------------------------------------------------
+
+_COLUMNS = ("PARTITION", "SEGS", "OFFSETS", "RECORDS", "SIZE", "TIME RANGE (UTC)", "MAGIC",
+            "CODECS", "NOTES")
+
+
+def render(rep: dict[str, Any]) -> str:
+    """The report as text: a header per log dir, one table row per partition dir."""
+    lines: list[str] = []
+    for d in rep["log_dirs"]:
+        lock = d["lock"]
+        if lock["held_by_pid"] is not None:
+            lock_text = f"LOCKED by pid {lock['held_by_pid']}"
+        else:
+            lock_text = "not locked" + ("" if lock["file"] else " (no .lock file)")
+        meta = d["meta_properties"]
+        lines.append(f"log dir {d['path']}")
+        lines.append(f"  lock: {lock_text}; clean shutdown marker: "
+                     f"{'yes' if d['clean_shutdown_marker'] else 'no'}; "
+                     f"checkpoints: {len(d['checkpoints'])}/4")
+        if meta:
+            lines.append("  meta.properties: " + ", ".join(f"{k}={v}" for k, v in meta.items()))
+        parts = d["partitions"] + d["special"]
+        if d["metadata_log"] is not None:
+            parts.append(d["metadata_log"])
+        lines.extend("  " + row for row in _table(parts))
+        for label in ("skipped", "leftovers", "unknown"):
+            if d[label]:
+                lines.append(f"  {label}: {', '.join(d[label])}")
+        lines.append("")
+    if rep["partitions"]:
+        lines.append("partition dirs")
+        lines.extend("  " + row for row in _table(rep["partitions"]))
+        lines.append("")
+    for dup in rep["duplicates"]:
+        what = "replica move in progress" if dup["replica_move"] else "CONFLICT"
+        lines.append(f"{dup['topic']}-{dup['partition']} is in {len(dup['paths'])} places "
+                     f"({what}): {', '.join(dup['paths'])}")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _table(parts: list[dict[str, Any]]) -> list[str]:
+    rows = [_COLUMNS] + [_row(p) for p in parts]
+    if len(rows) == 1:
+        return ["(no partition dirs)"]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(_COLUMNS))]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+
+
+def _row(p: dict[str, Any]) -> tuple[str, ...]:
+    name = p["name"] + (f" [{p['kind']}]" if p["kind"] else "")
+    offsets = records = times = magics = codecs = "-"
+    if "next_offset" in p and p["segments"]:
+        offsets = f"{p['start_offset']}..{p['next_offset'] - 1}"
+        if p["next_offset"] == p["start_offset"]:
+            offsets = f"empty @{p['start_offset']}"
+        records = "?" if p["records"] is None else str(p["records"])
+        if p["min_timestamp"] is not None or p["max_timestamp"] is not None:
+            times = f"{_ts(p['min_timestamp'])} .. {_ts(p['max_timestamp'])}"
+        magics = ",".join(f"v{m}" for m in p["magics"]) or "-"
+        codecs = ",".join(p["codecs"]) or "-"
+    notes = []
+    for key in ("leftovers", "orphan_indexes", "unknown", "kraft_snapshots"):
+        if p[key]:
+            notes.append(f"{len(p[key])} {key.replace('_', ' ')}")
+    if p.get("unclean_segments"):
+        notes.append("unclean tail in segment " + ",".join(map(str, p["unclean_segments"])))
+    return (name, str(len(p["segments"])), offsets, records, _size(p["size"]), times, magics,
+            codecs, "; ".join(notes))
+
+
+def _ts(ms: int | None) -> str:
+    if ms is None:
+        return "?"
+    try:
+        return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    except (OverflowError, OSError, ValueError):
+        return str(ms)  # a timestamp outside the calendar range is shown raw
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _names(paths: tuple[Path, ...]) -> list[str]:
+    return [p.name for p in paths]
+
+
+def _extreme(fn: Any, values: list[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return fn(known) if known else None
+
+
+@click.command("info")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
+@click.option("--shallow", is_flag=True,
+              help="Only list directories and stat files; do not read .log headers.")
+def command(paths: tuple[Path, ...], as_json: bool, shallow: bool) -> None:
+    """Summarise Kafka log dirs, partition dirs or .log files (read-only).
+
+    Shows topics, partitions, segments, offset and time ranges, sizes, record formats (magic),
+    codecs, special dirs (-delete/-future/-stray), crash leftovers and whether a broker holds
+    the log dir's lock.
+    """
+    rep = report(discover(list(paths)), shallow=shallow)
+    if as_json:
+        click.echo(json.dumps(rep, indent=2))
+    else:
+        click.echo(render(rep), nl=False)
