@@ -409,6 +409,23 @@ def _read_meta_properties(path: Path) -> dict[str, str]:
 # --- one segment's contents ------------------------------------------------------------------
 
 
+def map_readonly(path: str | os.PathLike[str]) -> np.ndarray:
+    """A file as a read-only ``uint8`` array backed by ``mmap`` (empty file: an empty array).
+
+    The map is released when the array (and every view of it) is freed; nothing is written.
+    """
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size == 0:
+                return np.zeros(0, np.uint8)
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise LogDirError(f"cannot map file: {exc.strerror}",
+                          Location(file=str(path))) from exc
+    return np.frombuffer(mm, np.uint8)
+
+
+
 @dataclass(frozen=True)
 class SegmentInfo:
     """What the entry headers of one ``.log`` say (no decompression, no CRC check).
@@ -461,22 +478,11 @@ def describe_segment(segment: Segment | str | os.PathLike[str]) -> SegmentInfo:
     SegmentInfo
     """
     path = Path(segment.log if isinstance(segment, Segment) else segment)
-    try:
-        with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-    except OSError as exc:
-        raise LogDirError(f"cannot open segment: {exc.strerror}",
-                          Location(file=str(path))) from exc
-    try:
-        buf = np.frombuffer(mm, np.uint8) if mm is not None else np.zeros(0, np.uint8)
-        table = scan_entries(buf)
-        zero_tail = (table.stop_code == STOP_SIZE_TOO_SMALL
-                     and not buf[table.stop_position:].any())
-        del buf  # release the buffer export before closing the map
-    finally:
-        if mm is not None:
-            mm.close()
+    buf = map_readonly(path)
+    size = len(buf)
+    table = scan_entries(buf)
+    zero_tail = table.stop_code == STOP_SIZE_TOO_SMALL and not buf[table.stop_position:].any()
+    del buf  # unmaps the file (the map lives exactly as long as the array)
     if isinstance(segment, Segment):
         base = segment.base_offset
     else:

@@ -1,0 +1,221 @@
+"""Offset and timestamp lookups (log layer): through ``.index``/``.timeindex``, checked against
+the ``.log``.
+
+Kafka's semantics (KAFKA_FORMATS §2, §9):
+
+* **by offset** (``LogSegment.translateOffset``): take the segment with the greatest base offset
+  ≤ target, the greatest offset-index entry ≤ target, then scan entries forward from its
+  position for the first entry whose **last offset ≥ target**; if the segment has none, the
+  next segment's first such entry.
+* **by timestamp** (``UnifiedLog.fetchOffsetByTimestamp``): the first segment whose largest
+  timestamp ≥ target, the time-index entry ``(T, O)`` with greatest ``T`` ≤ target, the
+  offset-index position for ``O``, then the first entry from there whose max timestamp ≥
+  target.
+
+An index is a hint written by a broker that may have crashed, so every entry used is checked
+against the log before it is trusted: the position must be inside the file and start a valid
+entry, that entry must lie after the previous index entry, and the append it starts must end
+exactly at the indexed offset (time index: the entry holding that offset must carry that
+timestamp). A failed check falls back to walking the segment from byte 0 and says why in
+:attr:`EntryHit.index_problem`. Only entry headers are read; the record inside a batch is left
+to the record decoder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..codec.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index
+from ..codec.scan import EntryTable, scan_entries
+from .discovery import PartitionDir, Segment, map_readonly
+
+
+@dataclass(frozen=True)
+class EntryHit:
+    """The entry (v2 batch or legacy message/wrapper) a lookup lands on.
+
+    ``offset`` is the entry's header offset (v2 base offset; legacy: the message offset, which
+    for a compressed wrapper is its last offset), so the requested offset can lie inside the
+    entry: readers skip records below it. ``index_used`` says the index narrowed the walk;
+    ``index_problem`` says why an index present was not trusted.
+    """
+
+    segment: Segment
+    position: int
+    size: int
+    offset: int
+    last_offset: int
+    max_timestamp: int
+    index_used: bool
+    index_problem: str | None = None
+
+
+def find_offset(segments: PartitionDir | Sequence[Segment], offset: int) -> EntryHit | None:
+    """The entry holding ``offset``, or the first entry after it (a compacted gap).
+
+    Parameters
+    ----------
+    segments : PartitionDir or sequence of Segment
+        The partition's segments (any order).
+    offset : int
+        Target offset. Below the first segment's base offset the first entry of the log is
+        returned (Kafka would answer "offset out of range").
+
+    Returns
+    -------
+    EntryHit or None
+        ``None`` when no entry has a last offset ≥ ``offset`` (at or past the log end).
+    """
+    segs = _sorted(segments)
+    bases = [s.base_offset for s in segs]
+    first = max(0, int(np.searchsorted(bases, offset, side="right")) - 1)
+    for seg in segs[first:]:
+        hit = _find_offset_in_segment(seg, offset)
+        if hit is not None:
+            return hit
+    return None
+
+
+def find_timestamp(segments: PartitionDir | Sequence[Segment], timestamp: int) -> EntryHit | None:
+    """The first entry whose max timestamp ≥ ``timestamp`` (``fetchOffsetsByTimestamp``).
+
+    The first record with timestamp ≥ target lies inside the returned entry; which one needs
+    the records' own timestamps (for a v1 uncompressed message the entry is that record).
+
+    Parameters
+    ----------
+    segments : PartitionDir or sequence of Segment
+        The partition's segments (any order).
+    timestamp : int
+        Target timestamp, milliseconds since the epoch.
+
+    Returns
+    -------
+    EntryHit or None
+        ``None`` when no entry has a timestamp ≥ ``timestamp``.
+    """
+    for seg in _sorted(segments):
+        hit = _find_timestamp_in_segment(seg, timestamp)
+        if hit is not None:
+            return hit
+    return None
+
+
+# --- by offset -------------------------------------------------------------------------------
+
+
+def _find_offset_in_segment(seg: Segment, target: int) -> EntryHit | None:
+    return _offset_in(seg, map_readonly(seg.log), _offset_index(seg), target)
+
+
+def _offset_in(seg: Segment, buf: np.ndarray, index: OffsetIndex | None,
+               target: int) -> EntryHit | None:
+    problem = None
+    if index is not None:
+        o, p = index.lookup(target)
+        if (o, p) != (seg.base_offset, 0):  # a real index entry, not the empty answer
+            table = scan_entries(buf, start=p)
+            problem = _check_offset_entry(index, o, p, table, len(buf))
+            if problem is None:
+                return _first(seg, table, table.last_offset >= target, True, None)
+    table = scan_entries(buf)
+    return _first(seg, table, table.last_offset >= target, False, problem)
+
+
+def _check_offset_entry(index: OffsetIndex, o: int, p: int, table: EntryTable,
+                        log_size: int) -> str | None:
+    """Why index entry ``(o, p)`` does not fit the log walked from ``p`` (``None``: it fits)."""
+    where = f"offset index entry ({o}, {p})"
+    if p >= log_size:
+        return f"{where} points past the end of the log ({log_size} bytes)"
+    if len(table) == 0:
+        return f"{where}: no valid entry starts there ({table.stop_reason})"
+    earlier = index.offsets[index.offsets < o]
+    if len(earlier) and int(table.last_offset[0]) <= int(earlier[-1]):
+        return (f"{where}: the entry there ends at offset {int(table.last_offset[0])}, not after "
+                f"the previous index entry's offset {int(earlier[-1])}")
+    # the append starting at p (one batch, or several for <=3.9 follower appends) ends at o
+    reach = np.flatnonzero(table.last_offset >= o)
+    if len(reach) == 0 or int(table.last_offset[reach[0]]) != o:
+        return f"{where}: no entry from that position ends at offset {o}"
+    return None
+
+
+# --- by timestamp ----------------------------------------------------------------------------
+
+
+def _find_timestamp_in_segment(seg: Segment, target: int) -> EntryHit | None:
+    buf = map_readonly(seg.log)
+    oindex = _offset_index(seg)
+    tindex = _time_index(seg)
+    problem = None
+    start = 0
+    if tindex is not None and tindex.valid_entries:
+        # the last entry is the segment's largest timestamp (LogSegment.largestTimestamp)
+        last_t, last_o = tindex.last_entry()
+        problem = _check_time_entry(seg, buf, oindex, last_t, last_o)
+        if problem is None and last_t < target:
+            return None
+        t, o = tindex.lookup(target)
+        if problem is None and t >= 0:
+            problem = _check_time_entry(seg, buf, oindex, t, o)
+            if problem is None:
+                # batch o is the first to reach t <= target: nothing before it qualifies
+                hit = _offset_in(seg, buf, oindex, o)
+                assert hit is not None  # _check_time_entry found it
+                start = hit.position
+    table = scan_entries(buf, start=start)
+    return _first(seg, table, table.max_timestamp >= target, start > 0, problem)
+
+
+def _check_time_entry(seg: Segment, buf: np.ndarray, oindex: OffsetIndex | None, t: int,
+                      o: int) -> str | None:
+    """Why time-index entry ``(t, o)`` does not fit the log (``None``: it fits): the entry
+    holding offset ``o`` must carry max timestamp ``t``.
+
+    Kafka 4.x stores the batch's last offset; older brokers (seen from 2.1) stored the offset
+    of a record inside it, so any offset of the batch is accepted.
+    """
+    hit = _offset_in(seg, buf, oindex, o)
+    if hit is None:
+        return f"time index entry ({t}, {o}): the log ends before offset {o}"
+    if hit.max_timestamp != t:
+        return (f"time index entry ({t}, {o}): the entry holding offset {o} has max "
+                f"timestamp {hit.max_timestamp}")
+    return None
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _first(seg: Segment, table: EntryTable, mask: np.ndarray, index_used: bool,
+           problem: str | None) -> EntryHit | None:
+    rows = np.flatnonzero(mask)
+    if len(rows) == 0:
+        return None
+    i = int(rows[0])
+    return EntryHit(segment=seg, position=int(table.position[i]), size=int(table.entry_size[i]),
+                    offset=int(table.offset[i]), last_offset=int(table.last_offset[i]),
+                    max_timestamp=int(table.max_timestamp[i]), index_used=index_used,
+                    index_problem=problem)
+
+
+def _sorted(segments: PartitionDir | Sequence[Segment]) -> list[Segment]:
+    segs = segments.segments if isinstance(segments, PartitionDir) else segments
+    return sorted(segs, key=lambda s: s.base_offset)
+
+
+def _offset_index(seg: Segment) -> OffsetIndex | None:
+    if seg.index is None:
+        return None
+    return read_offset_index(map_readonly(seg.index), seg.base_offset, file=str(seg.index))
+
+
+def _time_index(seg: Segment) -> TimeIndex | None:
+    if seg.timeindex is None:
+        return None
+    return read_time_index(map_readonly(seg.timeindex), seg.base_offset,
+                           file=str(seg.timeindex))
