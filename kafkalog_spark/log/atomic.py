@@ -1,0 +1,90 @@
+"""Crash-safe file writes and checkpoint file I/O (log layer), KAFKA_FORMATS §11.1.
+
+Kafka writes checkpoint files, ``partition.metadata`` and ``meta.properties`` as: write
+``<path>.tmp`` → flush → fsync → atomic rename over the target → fsync the parent directory.
+A crash leaves either the old file or the new one, plus possibly a stray ``.tmp`` that the
+next write overwrites. The text formats themselves live in
+:mod:`kafkalog_spark.codec.checkpoints`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, TypeVar
+
+from ..errors import CorruptCheckpointError, KafkaLogError, Location
+
+T = TypeVar("T")
+
+TMP_SUFFIX = ".tmp"
+
+
+def fsync_dir(path: str | os.PathLike[str]) -> None:
+    """fsync a directory so that renames/creations inside it are durable (a no-op where the
+    platform cannot open directories, as Kafka's ``Utils.flushDir`` is on Windows)."""
+    try:
+        fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except (IsADirectoryError, PermissionError):
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically and durably (tmp file, fsync, rename, fsync dir).
+
+    Raises
+    ------
+    KafkaLogError
+        The write or rename failed; the message names the file. The target is untouched.
+    """
+    target = Path(path).absolute()
+    tmp = target.with_name(target.name + TMP_SUFFIX)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+        fsync_dir(target.parent)
+    except OSError as exc:
+        raise KafkaLogError(f"atomic write failed: {exc.strerror or exc}", Location(str(target))) from exc
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """:func:`atomic_write_bytes` of ``text`` encoded as UTF-8 (lines already ``\\n``-terminated
+    by the formatter — Kafka uses the platform separator, ``\\n`` on Linux)."""
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def read_checkpoint_file(path: str | os.PathLike[str], parse: Callable[..., T], *,
+                         missing_ok: bool = True) -> T:
+    """Read a checkpoint/metadata text file and parse it with a ``parse(text, file=...)``
+    function from :mod:`kafkalog_spark.codec.checkpoints`.
+
+    A missing file reads as empty text when ``missing_ok`` (``CheckpointFile`` creates the file
+    empty if absent, so "missing" and "empty" mean the same to Kafka); otherwise it is a
+    :class:`CorruptCheckpointError`, as is text that is not UTF-8.
+    """
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError as exc:
+        if not missing_ok:
+            raise CorruptCheckpointError("file does not exist", Location(str(p))) from exc
+        raw = b""
+    except OSError as exc:
+        raise CorruptCheckpointError(f"cannot read: {exc.strerror or exc}", Location(str(p))) from exc
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise CorruptCheckpointError("not UTF-8 text", Location(str(p), exc.start)) from exc
+    return parse(text, file=str(p))
+
+
+def write_checkpoint_file(path: str | os.PathLike[str], text: str) -> None:
+    """Write formatted checkpoint/metadata text with the atomic protocol of §11.1."""
+    atomic_write_text(path, text)
