@@ -156,36 +156,40 @@ def _find_timestamp_in_segment(seg: Segment, target: int) -> EntryHit | None:
     if tindex is not None and tindex.valid_entries:
         # the last entry is the segment's largest timestamp (LogSegment.largestTimestamp)
         last_t, last_o = tindex.last_entry()
-        problem = _check_time_entry(seg, buf, oindex, last_t, last_o)
+        problem, last_hit = _check_time_entry(seg, buf, oindex, last_t, last_o)
+        if problem is None:
+            assert last_hit is not None
+            later = scan_entries(buf, start=last_hit.position).max_timestamp
+            if (later > last_t).any():
+                problem = (f"time index ends at timestamp {last_t} but the log reaches "
+                           f"{int(later.max())}")
         if problem is None and last_t < target:
             return None
         t, o = tindex.lookup(target)
         if problem is None and t >= 0:
-            problem = _check_time_entry(seg, buf, oindex, t, o)
-            if problem is None:
+            problem, hit = _check_time_entry(seg, buf, oindex, t, o)
+            if hit is not None and problem is None:
                 # batch o is the first to reach t <= target: nothing before it qualifies
-                hit = _offset_in(seg, buf, oindex, o)
-                assert hit is not None  # _check_time_entry found it
                 start = hit.position
     table = scan_entries(buf, start=start)
     return _first(seg, table, table.max_timestamp >= target, start > 0, problem)
 
 
 def _check_time_entry(seg: Segment, buf: np.ndarray, oindex: OffsetIndex | None, t: int,
-                      o: int) -> str | None:
-    """Why time-index entry ``(t, o)`` does not fit the log (``None``: it fits): the entry
-    holding offset ``o`` must carry max timestamp ``t``.
+                      o: int) -> tuple[str | None, EntryHit | None]:
+    """Check time-index entry ``(t, o)`` against the log: the entry holding offset ``o`` must
+    carry max timestamp ``t``. Returns ``(problem or None, that entry)``.
 
     Kafka 4.x stores the batch's last offset; older brokers (seen from 2.1) stored the offset
     of a record inside it, so any offset of the batch is accepted.
     """
     hit = _offset_in(seg, buf, oindex, o)
     if hit is None:
-        return f"time index entry ({t}, {o}): the log ends before offset {o}"
+        return f"time index entry ({t}, {o}): the log ends before offset {o}", None
     if hit.max_timestamp != t:
         return (f"time index entry ({t}, {o}): the entry holding offset {o} has max "
-                f"timestamp {hit.max_timestamp}")
-    return None
+                f"timestamp {hit.max_timestamp}"), hit
+    return None, hit
 
 
 # --- helpers ---------------------------------------------------------------------------------
