@@ -1,0 +1,134 @@
+"""``kafkalog info``: table and JSON output over real log dirs; read-only; errors."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kafkalog_spark.cli import cli, main
+
+DONALD = "DonaldY__kafka-2.7.1/kafka-logs"
+TUYEN = "tuyen-nnt__kafka_2.13-3.0.0/data/kafka"
+KRAFT = "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data"
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(cli, ["info", *args], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def snapshot(root: Path) -> dict[str, tuple[str, int, int]]:
+    """Content hash, mtime and size of every file and directory under ``root``."""
+    out = {}
+    for dirpath, dirs, files in os.walk(root):
+        for name in dirs + files:
+            p = Path(dirpath) / name
+            st = p.lstat()
+            digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else "dir"
+            out[str(p.relative_to(root))] = (digest, st.st_mtime_ns, st.st_size)
+    return out
+
+
+def test_table(shared_fixtures: Path) -> None:
+    out = run(str(shared_fixtures / DONALD))
+    assert f"log dir {shared_fixtures / DONALD}" in out
+    assert "lock: not locked; clean shutdown marker: no; checkpoints: 4/4" in out
+    assert "broker.id=0" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines()
+            if line.startswith("  __consumer_offsets-")}
+    assert rows["__consumer_offsets-17"][1:3] == ["2", "0..2"]  # two segments, offsets 0..2
+    assert rows["__consumer_offsets-39"][1:3] == ["2", "0..19"]
+    assert rows["__consumer_offsets-0"][2:4] == ["empty", "@0"]
+    assert "2022-12-03T12:40:52Z .. 2023-06-03T12:23:09Z" in out  # __consumer_offsets-17
+
+
+def test_table_kraft_shows_metadata_log(shared_fixtures: Path) -> None:
+    out = run(str(shared_fixtures / KRAFT))
+    assert "clean shutdown marker: yes" in out and "version=1" in out
+    (meta,) = [line for line in out.splitlines() if line.startswith("  __cluster_metadata-0")]
+    assert "2 orphan indexes" in meta and "3 kraft snapshots" in meta
+
+
+def test_json(shared_fixtures: Path) -> None:
+    rep = json.loads(run(str(shared_fixtures / TUYEN), "--json"))
+    (d,) = rep["log_dirs"]
+    assert d["lock"] == {"file": True, "held_by_pid": None}
+    parts = {p["name"]: p for p in d["partitions"]}
+    co = parts["__consumer_offsets-13"]
+    assert (co["start_offset"], co["next_offset"], co["records"]) == (0, 3093, 3093)
+    assert co["magics"] == [2] and co["codecs"] == ["none"] and co["unclean_segments"] == []
+    assert co["snapshots"] == ["00000000000000003093.snapshot"]
+    for n in ("my-first-topic-0", "my-first-topic-1", "my-first-topic-2"):
+        assert parts[n]["partition_metadata"] and parts[n]["segments"][0]["clean"]
+    assert parts["my-first-topic-2"]["next_offset"] == 7
+    assert rep["partitions"] == [] and rep["duplicates"] == []
+
+
+def test_shallow_reads_no_log(shared_fixtures: Path) -> None:
+    rep = json.loads(run(str(shared_fixtures / DONALD / "__consumer_offsets-28"), "--json",
+                         "--shallow"))
+    (p,) = rep["partitions"]
+    assert [s["base_offset"] for s in p["segments"]] == [0, 2]
+    assert "next_offset" not in p and "batches" not in p["segments"][0]
+    table = run(str(shared_fixtures / DONALD / "__consumer_offsets-28"), "--shallow")
+    assert "partition dirs" in table and "__consumer_offsets-28" in table
+
+
+def test_info_changes_nothing(shared_fixtures: Path, tmp_path: Path) -> None:
+    root = tmp_path / "kafka-logs"
+    shutil.copytree(shared_fixtures / KRAFT, root)
+    before = snapshot(root)
+    run(str(root))
+    run(str(root), "--json")
+    run(str(root / "__transaction_state-44" / "00000000000000000000.log"))
+    assert snapshot(root) == before
+    for dirpath, dirs, _ in os.walk(root):  # let tmp_path cleanup remove the read-only copy
+        for d in dirs:
+            os.chmod(Path(dirpath) / d, 0o755)
+
+
+def test_lock_and_duplicates_are_reported(shared_fixtures: Path, tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    for d in (a, b):
+        shutil.copytree(shared_fixtures / DONALD / "__consumer_offsets-17",
+                        d / "__consumer_offsets-17", copy_function=shutil.copyfile)
+        (d / ".lock").touch()
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import fcntl, sys\nf = open(sys.argv[1], 'r+b')\n"
+         "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nprint('locked', flush=True)\n"
+         "sys.stdin.read()\n", str(a / ".lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        out = run(str(a), str(b))
+        assert f"lock: LOCKED by pid {holder.pid}" in out
+        assert "__consumer_offsets-17 is in 2 places (CONFLICT)" in out
+        rep = json.loads(run(str(a), str(b), "--json"))
+        assert rep["log_dirs"][0]["lock"]["held_by_pid"] == holder.pid
+        assert rep["duplicates"][0]["replica_move"] is False
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait(timeout=30)
+
+
+def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Error: no such file or directory") and err.count("\n") == 1
+    assert main(["info"]) == 2  # a path is required (click usage error)
+
+
+def test_help() -> None:
+    out = CliRunner().invoke(cli, ["info", "--help"]).output
+    assert "--json" in out and "--shallow" in out and "read-only" in out
