@@ -258,3 +258,9 @@ def test_empty_segment(tmp_path: Path) -> None:
     info = describe_segment(empty)
     assert (info.batches, info.next_offset, info.records, info.stop_code) == (0, 42, 0, STOP_END)
     assert info.first_offset is None and info.min_timestamp is None and info.magics == ()
+
+
+def test_bad_meta_properties_is_reported_not_fatal(tmp_path: Path) -> None:
+    (tmp_path / "meta.properties").write_text("version=1\nnode.id=\\u12\n")
+    (d,) = discover(tmp_path).log_dirs
+    assert d.meta_properties is None and "\\uxxxx" in (d.meta_properties_error or "")

@@ -13,7 +13,7 @@ from kafkalog_spark.codec.index import (build_indexes, offset_index_bytes, read_
                                         time_index_bytes)
 from kafkalog_spark.codec.scan import scan_entries
 from kafkalog_spark.log.discovery import Segment, discover
-from kafkalog_spark.log.lookup import find_offset, find_timestamp
+from kafkalog_spark.log.lookup import find_offset, find_timestamp, position_for_offset
 from kafkalog_spark.log.naming import segment_file_name
 
 KRAFT = "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data"
@@ -206,3 +206,13 @@ def test_real_segments_with_indexes(shared_fixtures: Path) -> None:
                 hit = find_timestamp(part, ts)
                 assert where(hit) == expected_time(rows, ts) and hit.index_problem is None
     assert used > 0
+
+
+def test_position_for_offset(partition: Path) -> None:
+    segs = list(discover(partition).partitions[0].segments)
+    rows = walk(segs)
+    for seg in segs:
+        for target in range(0, 30):
+            inside = [p for b, p, last, _ in rows if b == seg.base_offset and last >= target]
+            expected = inside[0] if inside else seg.log_size
+            assert position_for_offset(seg, target) == expected, (seg.base_offset, target)

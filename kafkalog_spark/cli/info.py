@@ -68,6 +68,7 @@ def log_dir_report(d: LogDir, shallow: bool) -> dict[str, Any]:
     """One log dir: its files, lock status and partition dirs."""
     return {
         "path": str(d.path), "meta_properties": d.meta_properties,
+        "meta_properties_error": d.meta_properties_error,
         "lock": {"file": d.lock_file, "held_by_pid": d.lock_holder},
         "clean_shutdown_marker": d.clean_shutdown, "checkpoints": list(d.checkpoints),
         "partitions": [partition_report(p, shallow) for p in d.partitions],
@@ -122,6 +123,8 @@ def render(rep: dict[str, Any]) -> str:
                      f"checkpoints: {len(d['checkpoints'])}/4")
         if meta:
             lines.append("  meta.properties: " + ", ".join(f"{k}={v}" for k, v in meta.items()))
+        if d["meta_properties_error"]:
+            lines.append(f"  meta.properties UNREADABLE: {d['meta_properties_error']}")
         parts = d["partitions"] + d["special"]
         if d["metadata_log"] is not None:
             parts.append(d["metadata_log"])

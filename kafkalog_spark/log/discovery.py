@@ -18,7 +18,6 @@ out of the directory the caller named.
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,10 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from ..codec import layout as L
+from ..codec.checkpoints import parse_java_properties
 from ..codec.scan import STOP_END, STOP_SIZE_TOO_SMALL, scan_entries
-from ..errors import KafkaLogError, Location, LogDirError
+from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirError
 from . import naming as N
 from .lock import lock_holder
+from .mapped import mapped_file
 
 # bootstrap.checkpoint: KRaft's formatted bootstrap metadata (`kafka-storage format`)
 _LOG_DIR_MARKERS = (N.META_PROPERTIES, N.LOCK_FILE, N.CLEAN_SHUTDOWN_FILE, *N.CHECKPOINT_FILES,
@@ -95,6 +96,7 @@ class LogDir:
 
     path: Path
     meta_properties: dict[str, str] | None = None
+    meta_properties_error: str | None = None  # why meta.properties did not parse
     lock_file: bool = False
     lock_holder: int | None = None  # pid of a live process holding .lock
     clean_shutdown: bool = False  # .kafka_cleanshutdown present
@@ -252,10 +254,16 @@ def _scan_log_dir(path: Path) -> LogDir:
             leftovers.append(p)
         else:
             unknown.append(p)
-    meta = path / N.META_PROPERTIES
+    meta, meta_error = None, None
+    if N.META_PROPERTIES in names:
+        try:
+            meta = _read_meta_properties(path / N.META_PROPERTIES)
+        except CorruptCheckpointError as exc:  # reported on the LogDir, discovery goes on
+            meta_error = str(exc)
     return LogDir(
         path=path,
-        meta_properties=_read_meta_properties(meta) if N.META_PROPERTIES in names else None,
+        meta_properties=meta,
+        meta_properties_error=meta_error,
         lock_file=N.LOCK_FILE in names,
         lock_holder=lock_holder(path) if N.LOCK_FILE in names else None,
         clean_shutdown=N.CLEAN_SHUTDOWN_FILE in names,
@@ -384,8 +392,7 @@ def _duplicates(found: LogDirs) -> tuple[DuplicateReplica, ...]:
 
 
 def _read_meta_properties(path: Path) -> dict[str, str]:
-    # Summary only: key=value lines of a Java properties file, comments skipped. Values of the
-    # keys Kafka writes (ids, versions, base64url uuids) never need Java escapes.
+    # a summary of the raw keys; checkpoints.parse_meta_properties validates them for writers
     try:
         with open(path, "rb") as f:
             data = f.read(META_PROPERTIES_MAX_BYTES + 1)
@@ -395,35 +402,11 @@ def _read_meta_properties(path: Path) -> dict[str, str]:
     if len(data) > META_PROPERTIES_MAX_BYTES:
         raise LogDirError(f"meta.properties is larger than {META_PROPERTIES_MAX_BYTES} bytes",
                           Location(file=str(path)))
-    out: dict[str, str] = {}
-    for line in data.decode("utf-8", errors="replace").splitlines():
-        line = line.strip()
-        if not line or line[0] in "#!":
-            continue
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return dict(sorted(out.items()))
+    props = parse_java_properties(data.decode("latin-1"), file=str(path))
+    return dict(sorted(props.items()))
 
 
 # --- one segment's contents ------------------------------------------------------------------
-
-
-def map_readonly(path: str | os.PathLike[str]) -> np.ndarray:
-    """A file as a read-only ``uint8`` array backed by ``mmap`` (empty file: an empty array).
-
-    The map is released when the array (and every view of it) is freed; nothing is written.
-    """
-    try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size == 0:
-                return np.zeros(0, np.uint8)
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except OSError as exc:
-        raise LogDirError(f"cannot map file: {exc.strerror}",
-                          Location(file=str(path))) from exc
-    return np.frombuffer(mm, np.uint8)
-
 
 
 @dataclass(frozen=True)
@@ -478,11 +461,11 @@ def describe_segment(segment: Segment | str | os.PathLike[str]) -> SegmentInfo:
     SegmentInfo
     """
     path = Path(segment.log if isinstance(segment, Segment) else segment)
-    buf = map_readonly(path)
-    size = len(buf)
-    table = scan_entries(buf)
-    zero_tail = table.stop_code == STOP_SIZE_TOO_SMALL and not buf[table.stop_position:].any()
-    del buf  # unmaps the file (the map lives exactly as long as the array)
+    with mapped_file(path) as buf:
+        size = len(buf)
+        table = scan_entries(buf)
+        zero_tail = (table.stop_code == STOP_SIZE_TOO_SMALL
+                     and not buf[table.stop_position:].any())
     if isinstance(segment, Segment):
         base = segment.base_offset
     else:

@@ -30,7 +30,8 @@ import numpy as np
 
 from ..codec.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index
 from ..codec.scan import EntryTable, scan_entries
-from .discovery import PartitionDir, Segment, map_readonly
+from .discovery import PartitionDir, Segment
+from .mapped import mapped_file
 
 
 @dataclass(frozen=True)
@@ -107,8 +108,33 @@ def find_timestamp(segments: PartitionDir | Sequence[Segment], timestamp: int) -
 # --- by offset -------------------------------------------------------------------------------
 
 
+def position_for_offset(segment: Segment, offset: int, *,
+                        log_buffer: np.ndarray | None = None) -> int:
+    """Byte position in ``segment``'s ``.log`` where reading ``offset`` starts.
+
+    The start of the first entry whose last offset ≥ ``offset`` (found through the validated
+    offset index); when the segment has none, the end of its valid entries, so a reader
+    starting there sees only what follows (nothing, or the corrupt tail).
+
+    Parameters
+    ----------
+    segment : Segment
+        The segment to read.
+    offset : int
+        Target offset.
+    log_buffer : numpy.ndarray, optional
+        The ``.log`` content if the caller has it mapped already.
+    """
+    if log_buffer is None:
+        with mapped_file(segment.log) as buf:
+            return position_for_offset(segment, offset, log_buffer=buf)
+    hit = _offset_in(segment, log_buffer, _offset_index(segment), offset)
+    return hit.position if hit is not None else scan_entries(log_buffer).stop_position
+
+
 def _find_offset_in_segment(seg: Segment, target: int) -> EntryHit | None:
-    return _offset_in(seg, map_readonly(seg.log), _offset_index(seg), target)
+    with mapped_file(seg.log) as buf:
+        return _offset_in(seg, buf, _offset_index(seg), target)
 
 
 def _offset_in(seg: Segment, buf: np.ndarray, index: OffsetIndex | None,
@@ -148,7 +174,11 @@ def _check_offset_entry(index: OffsetIndex, o: int, p: int, table: EntryTable,
 
 
 def _find_timestamp_in_segment(seg: Segment, target: int) -> EntryHit | None:
-    buf = map_readonly(seg.log)
+    with mapped_file(seg.log) as buf:
+        return _timestamp_in(seg, buf, target)
+
+
+def _timestamp_in(seg: Segment, buf: np.ndarray, target: int) -> EntryHit | None:
     oindex = _offset_index(seg)
     tindex = _time_index(seg)
     problem = None
@@ -215,11 +245,12 @@ def _sorted(segments: PartitionDir | Sequence[Segment]) -> list[Segment]:
 def _offset_index(seg: Segment) -> OffsetIndex | None:
     if seg.index is None:
         return None
-    return read_offset_index(map_readonly(seg.index), seg.base_offset, file=str(seg.index))
+    with mapped_file(seg.index) as buf:  # the parsed index holds copies, not views
+        return read_offset_index(buf, seg.base_offset, file=str(seg.index))
 
 
 def _time_index(seg: Segment) -> TimeIndex | None:
     if seg.timeindex is None:
         return None
-    return read_time_index(map_readonly(seg.timeindex), seg.base_offset,
-                           file=str(seg.timeindex))
+    with mapped_file(seg.timeindex) as buf:
+        return read_time_index(buf, seg.base_offset, file=str(seg.timeindex))
