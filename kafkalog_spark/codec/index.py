@@ -57,7 +57,7 @@ def _entries(data, dtype: np.dtype, strict: bool, file: str | None, base_offset:
     n = len(buf) // dtype.itemsize
     if strict and len(buf) % dtype.itemsize:
         raise CorruptIndexError(
-            f"index length {len(buf)} is not a multiple of the entry size {dtype.itemsize}",
+            f"index length {len(buf)} is not a multiple of {dtype.itemsize} (the entry size)",
             _loc(file, n * dtype.itemsize, base_offset))
     return np.frombuffer(buf[: n * dtype.itemsize].tobytes(), dtype=dtype)
 
