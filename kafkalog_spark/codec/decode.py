@@ -1,0 +1,548 @@
+"""Record decoding (codec layer): ``.log`` bytes of every format into Arrow record batches.
+
+Input is any run of entries (v2 record batches, v0/v1 messages and compressed wrappers, mixed);
+output has the schema of :func:`kafkalog_spark.codec.schema.record_schema`. Per chunk of
+entries (KAFKA_FORMATS §19.1)::
+
+    scan_entries            one header row per entry (vectorised walk, §2)
+    select                  control batches hidden unless asked; entries wholly outside the
+                            offset window skipped (a batch that starts below ``min_offset``
+                            still yields its records >= ``min_offset``)
+    header checks + CRC     codec ids, CRC-32 / CRC-32C of all entries in one kernel call
+    decompress              one call into ``compression.decompress`` per compressed entry
+    size pass, fill pass    ONE kernel call each for all records of the chunk
+                            (``_decode_kernels.decode_units``) writing into numpy arrays
+    Arrow                   ``pa.Array.from_buffers`` over those arrays; no per-record Python
+
+A chunk holds at most about ``max_rows`` records (v2 counts are known before decompressing),
+``CHUNK_INPUT_BYTES`` of entries and ``CHUNK_DECOMPRESSED_BYTES`` of decompressed payloads, so
+memory per step is bounded and every binary column stays below Arrow's 2 GiB int32-offset limit.
+Yielded batches hold at most ``max_rows`` rows.
+
+Errors: ``on_error="fail"`` raises a :class:`~kafkalog_spark.errors.KafkaLogError` naming the
+file, the byte position of the bad entry (of the bad record when uncompressed) and its base
+offset. ``on_error="skip"`` drops each bad entry whole (Kafka validates a batch as a unit),
+yields every other record, and lists the dropped byte ranges in
+:attr:`DecodeResult.bad_ranges` as iteration reaches them. A broken entry header ends the walk
+(the rest of the data cannot be framed); the range to the end is then reported. A missing codec
+library always raises: it is not bad data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from . import _decode_kernels as K
+from . import layout as L
+from .compression import DEFAULT_MAX_DECOMPRESSED
+from .crc import CRC32_TABLES, compute_crcs_at
+from .legacy import check_legacy_codec, wrapper_value_range
+from .scan import (STOP_END, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, STOP_BAD_MAGIC, EntryTable,
+                   as_uint8, scan_entries)
+from .schema import HEADER_TYPE, HEADERS_TYPE, record_schema
+from ..errors import (CorruptRecordError, InvalidOptionError, KafkaLogError, Location,
+                      MissingCodecError, TruncatedDataError, UnsupportedFormatError)
+
+ON_ERROR_CHOICES = ("fail", "skip")
+DEFAULT_MAX_ROWS = 65536
+CHUNK_INPUT_BYTES = 64 * 1024 * 1024
+CHUNK_DECOMPRESSED_BYTES = 256 * 1024 * 1024
+# With the chunk bounds above this keeps every column's data below 2 GiB (int32 offsets).
+MAX_DECOMPRESSED_LIMIT = 1024 * 1024 * 1024
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+# Kafka timestamps are milliseconds; beyond this they do not fit microseconds in int64
+MAX_TIMESTAMP_MS = INT64_MAX // 1000
+_CODEC_STRINGS = pa.array([L.CODEC_NAMES.get(i, "unknown") for i in range(8)], pa.string())
+
+
+@dataclass(frozen=True)
+class DecodeOptions:
+    """How to decode (one table of defaults; every value validated on construction).
+
+    Attributes
+    ----------
+    verify_crc : bool
+        Check CRC-32 (v0/v1, inner messages of wrappers included) and CRC-32C (v2).
+    include_headers, include_metadata : bool
+        Add the ``headers`` column / the Kafka metadata columns (``codec.schema``).
+    include_control : bool
+        Return the records of control batches (transaction markers, KRaft control records),
+        which a consumer never sees.
+    on_error : {"fail", "skip"}
+        Raise on the first bad entry, or drop bad entries and report them as bad ranges.
+    max_decompressed : int
+        Largest decompressed payload of one entry (bounds memory against decompression
+        bombs); at most ``MAX_DECOMPRESSED_LIMIT``.
+    max_rows : int
+        Rows per yielded ``RecordBatch``.
+    allow_partial_tail : bool
+        Treat an entry cut off by the end of the data (a segment being appended to, a fetch
+        response cut at its size limit) as the end, like Kafka's ``FileLogInputStream``;
+        by default it is reported as truncation.
+    """
+
+    verify_crc: bool = True
+    include_headers: bool = False
+    include_metadata: bool = False
+    include_control: bool = False
+    on_error: str = "fail"
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+    max_rows: int = DEFAULT_MAX_ROWS
+    allow_partial_tail: bool = False
+
+    def __post_init__(self) -> None:
+        if self.on_error not in ON_ERROR_CHOICES:
+            raise InvalidOptionError(f"on_error must be one of {', '.join(ON_ERROR_CHOICES)}; "
+                                     f"got {self.on_error!r}")
+        if not isinstance(self.max_rows, int) or self.max_rows < 1:
+            raise InvalidOptionError(f"max_rows must be a positive int; got {self.max_rows!r}")
+        if (not isinstance(self.max_decompressed, int)
+                or not 0 < self.max_decompressed <= MAX_DECOMPRESSED_LIMIT):
+            raise InvalidOptionError(f"max_decompressed must be an int in 1..{MAX_DECOMPRESSED_LIMIT}"
+                                     f"; got {self.max_decompressed!r}")
+        for name in ("verify_crc", "include_headers", "include_metadata", "include_control",
+                     "allow_partial_tail"):
+            if not isinstance(getattr(self, name), bool):
+                raise InvalidOptionError(f"{name} must be True or False; "
+                                         f"got {getattr(self, name)!r}")
+
+
+@dataclass(frozen=True)
+class BadRange:
+    """Bytes dropped in ``on_error="skip"`` mode: ``[start, end)`` of ``file`` and why."""
+
+    file: str | None
+    start: int
+    end: int
+    base_offset: int | None
+    reason: str
+
+
+@dataclass
+class DecodeResult(Iterator[pa.RecordBatch]):
+    """What :func:`decode_entries` returns: an iterator of ``RecordBatch`` whose
+    :attr:`bad_ranges` grows (in byte order) as iteration reaches bad entries. The list is
+    complete once the iterator is exhausted; it stays empty with ``on_error="fail"``."""
+
+    schema: pa.Schema
+    _batches: Iterator[pa.RecordBatch]
+    bad_ranges: list[BadRange] = field(default_factory=list)
+
+    def __iter__(self) -> "DecodeResult":
+        return self
+
+    def __next__(self) -> pa.RecordBatch:
+        return next(self._batches)
+
+
+def decode_entries(data: Any, *, topic: str, partition: int,
+                   options: DecodeOptions = DecodeOptions(), start: int = 0,
+                   end: int | None = None, min_offset: int | None = None,
+                   max_offset: int | None = None, file: str | None = None) -> DecodeResult:
+    """Decode the records of the entries in ``data[start:end]``.
+
+    Parameters
+    ----------
+    data
+        bytes, bytearray, memoryview, mmap or a numpy ``uint8`` array holding ``.log`` bytes.
+        Byte positions in errors and bad ranges are positions in ``data``.
+    topic, partition
+        Values of the ``topic`` and ``partition`` columns.
+    options
+        See :class:`DecodeOptions`.
+    start, end
+        Byte range to decode; ``start`` must be an entry boundary.
+    min_offset, max_offset
+        Inclusive offset window; records outside it are not returned.
+    file
+        File name carried by errors and bad ranges.
+
+    Returns
+    -------
+    DecodeResult
+        Iterator of ``pyarrow.RecordBatch`` (schema ``record_schema(include_headers,
+        include_metadata)``, at most ``max_rows`` rows each), with ``bad_ranges``.
+
+    Raises
+    ------
+    KafkaLogError
+        With ``on_error="fail"``: :class:`CorruptRecordError` (bad CRC, bad structure),
+        :class:`TruncatedDataError`, :class:`UnsupportedFormatError` (magic, codec),
+        :class:`CompressionError`; in both modes :class:`MissingCodecError`.
+    """
+    schema = record_schema(options.include_headers, options.include_metadata)
+    result = DecodeResult(schema, iter(()))
+    decoder = _Decoder(as_uint8(data), topic, partition, options, file, schema,
+                       result.bad_ranges)
+    lo = INT64_MIN if min_offset is None else int(min_offset)
+    hi = INT64_MAX if max_offset is None else int(max_offset)
+    result._batches = decoder.run(start, end, lo, hi)
+    return result
+
+
+def decode_to_table(data: Any, *, topic: str, partition: int,
+                    options: DecodeOptions = DecodeOptions(), start: int = 0,
+                    end: int | None = None, min_offset: int | None = None,
+                    max_offset: int | None = None, file: str | None = None) -> pa.Table:
+    """:func:`decode_entries` collected into one ``pyarrow.Table`` (bad ranges of skip mode
+    are not returned; iterate :func:`decode_entries` to get them)."""
+    result = decode_entries(data, topic=topic, partition=partition, options=options,
+                            start=start, end=end, min_offset=min_offset, max_offset=max_offset,
+                            file=file)
+    return pa.Table.from_batches(list(result), schema=result.schema)
+
+
+_SCAN_ERRORS = {STOP_SHORT_TAIL: TruncatedDataError, STOP_PARTIAL_ENTRY: TruncatedDataError,
+                STOP_BAD_MAGIC: UnsupportedFormatError}
+
+
+class _Decoder:
+    """State of one decode call; :meth:`run` is the generator behind :class:`DecodeResult`."""
+
+    def __init__(self, buf: np.ndarray, topic: str, partition: int, options: DecodeOptions,
+                 file: str | None, schema: pa.Schema, bad_ranges: list[BadRange]) -> None:
+        self.buf = buf
+        self.topic = topic
+        self.partition = partition
+        self.options = options
+        self.file = file
+        self.schema = schema
+        self.bad_ranges = bad_ranges
+        self.skip = options.on_error == "skip"
+        self._constants: dict[str, pa.Array] = {}
+
+    def location(self, position: int, base_offset: int | None) -> Location:
+        return Location(self.file, int(position), None if base_offset is None else int(base_offset))
+
+    # --- entry level ------------------------------------------------------------------------
+    def run(self, start: int, end: int | None, lo: int, hi: int) -> Iterator[pa.RecordBatch]:
+        entries = scan_entries(self.buf, start, end)
+        stop_error = self._scan_error(entries)
+        if stop_error is not None and not self.skip:
+            raise stop_error
+        selected = self._select(entries, lo, hi)
+        i = 0
+        while i < len(selected):
+            j = self._chunk_end(entries, selected, i)
+            i += yield from self._chunk(entries, selected[i:j], lo, hi)
+        if stop_error is not None:
+            self.bad_ranges.append(BadRange(self.file, entries.stop_position, entries.end, None,
+                                            stop_error.reason))
+
+    def _scan_error(self, entries: EntryTable) -> KafkaLogError | None:
+        code = entries.stop_code
+        if entries.clean or (self.options.allow_partial_tail
+                             and code in (STOP_SHORT_TAIL, STOP_PARTIAL_ENTRY)):
+            return None
+        cls = _SCAN_ERRORS.get(code, CorruptRecordError)
+        return cls(entries.stop_reason, self.location(entries.stop_position, None))
+
+    def _select(self, entries: EntryTable, lo: int, hi: int) -> np.ndarray:
+        """Entries that can hold records in ``[lo, hi]``. A legacy wrapper's first offset is
+        unknown before decompressing, so only its last offset prunes."""
+        keep = entries.last_offset >= lo
+        first_known = (entries.magic == 2) | (entries.codec == 0)
+        keep &= ~first_known | (entries.offset <= hi)
+        if not self.options.include_control:
+            keep &= ~entries.is_control()
+        return np.nonzero(keep)[0]
+
+    def _chunk_end(self, entries: EntryTable, selected: np.ndarray, i: int) -> int:
+        rows = np.where(entries.count[selected[i:]] > 0, entries.count[selected[i:]], 1)
+        by_rows = np.searchsorted(np.cumsum(rows, dtype=np.int64), self.options.max_rows, "right")
+        sizes = np.cumsum(entries.entry_size[selected[i:]], dtype=np.int64)
+        by_bytes = np.searchsorted(sizes, CHUNK_INPUT_BYTES, "right")
+        return i + max(1, int(min(by_rows, by_bytes)))
+
+    def _reject(self, errors: dict[int, KafkaLogError], entries: EntryTable, e: int,
+                error: KafkaLogError) -> None:
+        if isinstance(error, MissingCodecError):
+            raise error
+        errors.setdefault(e, error)
+
+    def _header_errors(self, entries: EntryTable, idx: np.ndarray) -> dict[int, KafkaLogError]:
+        """Codec ids and checksums of the chunk's entries: entry index -> error."""
+        errors: dict[int, KafkaLogError] = {}
+        codec = entries.codec[idx]
+        magic = entries.magic[idx]
+        bad_codec = np.nonzero(((magic == 2) & (codec > L.CODEC_ZSTD))
+                               | ((magic < 2) & (codec > L.CODEC_LZ4)))[0]
+        for k in bad_codec.tolist():
+            e = int(idx[k])
+            loc = self.location(entries.position[e], entries.offset[e])
+            try:
+                if magic[k] < 2:
+                    check_legacy_codec(int(codec[k]), loc)
+                raise UnsupportedFormatError(f"unknown compression codec id {int(codec[k])}", loc)
+            except UnsupportedFormatError as exc:
+                errors[e] = exc
+        if self.options.verify_crc:
+            computed = compute_crcs_at(self.buf, entries.position[idx], entries.entry_size[idx],
+                                       magic)
+            for k in np.nonzero(computed != entries.crc[idx])[0].tolist():
+                e = int(idx[k])
+                kind = "CRC-32C" if magic[k] == 2 else "CRC-32"
+                errors.setdefault(e, CorruptRecordError(
+                    f"{kind} mismatch: stored 0x{int(entries.crc[e]):08x}, computed "
+                    f"0x{int(computed[k]):08x}", self.location(entries.position[e],
+                                                               entries.offset[e])))
+        return errors
+
+    # --- chunk level ------------------------------------------------------------------------
+    def _chunk(self, entries: EntryTable, idx: np.ndarray, lo: int,
+               hi: int) -> Iterator[pa.RecordBatch]:
+        """Decode the entries ``idx`` (or a prefix of them when decompressed payloads exceed
+        the chunk budget); yields batches and returns how many entries were consumed."""
+        errors = self._header_errors(entries, idx)
+        units = _Units.for_entries(entries, idx, self.buf)
+        aux_parts: list[bytes] = []
+        aux_size = 0
+        consumed = len(idx)
+        for k in np.nonzero(units.compressed)[0].tolist():
+            e = int(idx[k])
+            if e in errors:
+                continue
+            if aux_size >= CHUNK_DECOMPRESSED_BYTES:
+                consumed = k
+                break
+            loc = self.location(entries.position[e], entries.offset[e])
+            try:
+                plain = self._decompress(entries, e, loc)
+            except KafkaLogError as exc:
+                self._reject(errors, entries, e, exc)
+                continue
+            units.start[k], units.end[k] = aux_size, aux_size + len(plain)
+            aux_parts.append(plain)
+            aux_size += len(plain)
+        units = units.prefix(consumed)
+        idx = idx[:consumed]
+        aux = np.frombuffer(b"".join(aux_parts), dtype=np.uint8) if aux_parts else _EMPTY
+        for e in errors:
+            units.status[np.searchsorted(idx, e)] = -1  # not decoded
+        columns = self._decode_units(units, aux, lo, hi)
+        for k in np.nonzero(units.status > 0)[0].tolist():
+            e = int(idx[k])
+            errors[e] = self._unit_error(entries, e, units, k)
+        if errors:
+            first = min(errors)
+            if not self.skip:
+                raise errors[first]
+            for e in sorted(errors):
+                p = int(entries.position[e])
+                self.bad_ranges.append(BadRange(self.file, p, p + int(entries.entry_size[e]),
+                                                int(entries.offset[e]), errors[e].reason))
+        if columns is not None:
+            arrays = self._columns(columns, units, entries, idx)
+            n = len(columns["offset"])
+            step = self.options.max_rows
+            for s in range(0, n, step):
+                m = min(step, n - s)
+                yield pa.RecordBatch.from_arrays(
+                    [self._constant(f.name, m) if arrays[f.name] is None
+                     else arrays[f.name].slice(s, m) for f in self.schema], schema=self.schema)
+        return consumed
+
+    def _constant(self, name: str, m: int) -> pa.Array:
+        """The ``topic`` / ``partition`` column of ``m`` rows (built once, then sliced)."""
+        cached = self._constants.get(name)
+        if cached is None or len(cached) < m:
+            if name == "topic":
+                t = self.topic.encode()
+                cached = _binary(pa.string(), m, np.arange(m + 1, dtype=np.int32) * len(t),
+                                 np.frombuffer(t * m, np.uint8), None)
+            else:
+                cached = pa.array(np.full(m, self.partition, np.int32))
+            self._constants[name] = cached
+        return cached.slice(0, m)
+
+    def _decompress(self, entries: EntryTable, e: int, loc: Location) -> bytes:
+        from .compression import decompress
+
+        p, size = int(entries.position[e]), int(entries.entry_size[e])
+        magic = int(entries.magic[e])
+        if magic == 2:
+            lo, hi = p + L.RECORDS_OFFSET, p + size
+        else:
+            lo, hi = wrapper_value_range(self.buf, p, magic, loc)
+        return decompress(int(entries.codec[e]), self.buf[lo:hi], magic=magic,
+                          max_size=self.options.max_decompressed, location=loc)
+
+    def _unit_error(self, entries: EntryTable, e: int, units: "_Units",
+                    k: int) -> KafkaLogError:
+        reason = K.STATUS_MESSAGES[int(units.status[k])]
+        p = int(entries.position[e])
+        if units.src[k] == 0:
+            p = int(units.err_pos[k])  # the bad record's own position in the input
+        else:
+            reason += f" (at byte {int(units.err_pos[k] - units.start[k])} of the decompressed data)"
+        return CorruptRecordError(reason, self.location(p, entries.offset[e]))
+
+    def _decode_units(self, units: "_Units", aux: np.ndarray, lo: int,
+                      hi: int) -> dict[str, np.ndarray] | None:
+        """Size pass, allocation, fill pass over every unit whose status is still 0."""
+        n_units = len(units.kind)
+        cur = np.zeros(K.N_CURSORS, dtype=np.int64)
+        units.err_pos = np.zeros(n_units, dtype=np.int64)
+        units.first_offset = units.base_offset.copy()
+        n_rows = np.zeros(n_units, dtype=np.int64)
+        head = (self.buf, aux, units.kind, units.src, units.start, units.end, units.base_offset,
+                units.count, units.magic, units.ts_type, units.base_ts, units.max_ts,
+                units.base_seq, lo, hi, self.options.verify_crc, CRC32_TABLES, units.status,
+                units.err_pos, n_rows, units.first_offset, cur)
+        i32, u8 = np.zeros(1, np.int32), _EMPTY
+        K.decode_units(False, *head, np.zeros(0, np.int64), np.zeros(0, np.int64), _EMPTY_I8,
+                       i32, i32, i32, u8, u8, i32, u8, u8, i32, u8, i32, u8, i32, u8, u8,
+                       self.options.include_headers)
+        rows, kd, vd, nh, hkd, hvd = (int(x) for x in cur)
+        if rows == 0:
+            return None
+        c: dict[str, np.ndarray] = {
+            "offset": np.empty(rows, np.int64), "ts": np.empty(rows, np.int64),
+            "ts_type": np.empty(rows, np.int8), "seq": np.empty(rows, np.int32),
+            "unit": np.empty(rows, np.int32),
+            "key_off": np.zeros(rows + 1, np.int32), "key_data": np.empty(kd, np.uint8),
+            "key_valid": np.empty(rows, np.uint8),
+            "val_off": np.zeros(rows + 1, np.int32), "val_data": np.empty(vd, np.uint8),
+            "val_valid": np.empty(rows, np.uint8),
+            "hdr_off": np.zeros(rows + 1, np.int32), "hdr_valid": np.empty(rows, np.uint8),
+            "hkey_off": np.zeros(nh + 1, np.int32), "hkey_data": np.empty(hkd, np.uint8),
+            "hval_off": np.zeros(nh + 1, np.int32), "hval_data": np.empty(hvd, np.uint8),
+            "hval_valid": np.empty(nh, np.uint8),
+        }
+        cur[:] = 0
+        K.decode_units(True, *head, c["offset"], c["ts"], c["ts_type"], c["seq"], c["unit"],
+                       c["key_off"], c["key_data"], c["key_valid"], c["val_off"], c["val_data"],
+                       c["val_valid"], c["hdr_off"], c["hdr_valid"], c["hkey_off"],
+                       c["hkey_data"], c["hval_off"], c["hval_data"], c["hval_valid"],
+                       self.options.include_headers)
+        c["nh"] = np.array(nh)
+        return c
+
+    # --- Arrow ------------------------------------------------------------------------------
+    def _columns(self, c: dict[str, np.ndarray], units: "_Units", entries: EntryTable,
+                 idx: np.ndarray) -> dict[str, pa.Array | None]:
+        """Arrow columns of a chunk's rows (``None`` for the constant topic/partition)."""
+        n = len(c["offset"])
+        ts, tt = c["ts"], c["ts_type"]
+        ts_valid = ((tt != L.NO_TIMESTAMP_TYPE) & (ts != L.NO_TIMESTAMP)
+                    & (np.abs(ts) <= MAX_TIMESTAMP_MS))
+        ts_us = np.where(ts_valid, ts, 0) * 1000
+        cols: dict[str, pa.Array | None] = {
+            "key": _binary(pa.binary(), n, c["key_off"], c["key_data"], c["key_valid"]),
+            "value": _binary(pa.binary(), n, c["val_off"], c["val_data"], c["val_valid"]),
+            "topic": None,
+            "partition": None,
+            "offset": pa.array(c["offset"]),
+            "timestamp": pa.Array.from_buffers(self.schema.field("timestamp").type, n,
+                                               [_bitmap(ts_valid, n), pa.py_buffer(ts_us)]),
+            "timestampType": pa.array(tt.astype(np.int32)),
+        }
+        if self.options.include_headers:
+            cols["headers"] = self._headers(c, n)
+        if self.options.include_metadata:
+            u = c["unit"]
+            e = idx[u]
+            attrs = entries.attributes[e]
+            is_v2 = entries.magic[e] == 2
+            cols.update({
+                "leaderEpoch": pa.array(entries.leader_epoch[e]),
+                "producerId": pa.array(entries.producer_id[e]),
+                "producerEpoch": pa.array(entries.producer_epoch[e]),
+                "sequence": pa.array(c["seq"]),
+                "isTransactional": pa.array(is_v2 & ((attrs & L.TRANSACTIONAL_FLAG_MASK) != 0)),
+                "isControl": pa.array(is_v2 & ((attrs & L.CONTROL_FLAG_MASK) != 0)),
+                "batchBaseOffset": pa.array(units.first_offset[u]),
+                "batchLastOffset": pa.array(entries.last_offset[e]),
+                "magic": pa.array(entries.magic[e]),
+                "compression": _CODEC_STRINGS.take(pa.array(entries.codec[e])),
+            })
+        return cols
+
+    def _headers(self, c: dict[str, np.ndarray], n: int) -> pa.Array:
+        nh = int(c["nh"])
+        keys = _binary(pa.string(), nh, c["hkey_off"], c["hkey_data"], None)
+        try:
+            keys.validate(full=True)
+        except pa.ArrowInvalid:
+            # Kafka decodes header keys with replacement characters (Utils.utf8)
+            raw = _binary(pa.binary(), nh, c["hkey_off"], c["hkey_data"], None)
+            keys = pa.array([b.decode("utf-8", "replace") for b in raw.to_pylist()], pa.string())
+        values = _binary(pa.binary(), nh, c["hval_off"], c["hval_data"], c["hval_valid"])
+        structs = pa.StructArray.from_arrays([keys, values], fields=list(HEADER_TYPE))
+        return pa.Array.from_buffers(HEADERS_TYPE, n, [_bitmap(c["hdr_valid"], n),
+                                                       pa.py_buffer(c["hdr_off"])],
+                                     children=[structs])
+
+
+_EMPTY = np.zeros(0, dtype=np.uint8)
+_EMPTY_I8 = np.zeros(0, dtype=np.int8)
+
+
+def _bitmap(valid: np.ndarray, n: int) -> pa.Buffer | None:
+    """Arrow validity bitmap of a 0/1 array, or None when nothing is null."""
+    if n == 0 or valid[:n].all():
+        return None
+    return pa.py_buffer(np.packbits(valid[:n].astype(bool), bitorder="little"))
+
+
+def _binary(typ: pa.DataType, n: int, offsets: np.ndarray, data: np.ndarray,
+            valid: np.ndarray | None) -> pa.Array:
+    bitmap = None if valid is None else _bitmap(valid, n)
+    return pa.Array.from_buffers(typ, n, [bitmap, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+@dataclass
+class _Units:
+    """Per-entry kernel inputs of one chunk (struct of arrays, parallel to the chunk's entries).
+    ``status`` is 0 before the size pass, -1 for entries rejected by the header checks, then the
+    kernel status."""
+
+    kind: np.ndarray
+    src: np.ndarray
+    start: np.ndarray
+    end: np.ndarray
+    base_offset: np.ndarray
+    count: np.ndarray
+    magic: np.ndarray
+    ts_type: np.ndarray
+    base_ts: np.ndarray
+    max_ts: np.ndarray
+    base_seq: np.ndarray
+    compressed: np.ndarray
+    status: np.ndarray
+    err_pos: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    first_offset: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+
+    @classmethod
+    def for_entries(cls, entries: EntryTable, idx: np.ndarray, buf: np.ndarray) -> "_Units":
+        magic = entries.magic[idx]
+        codec = entries.codec[idx]
+        pos = entries.position[idx]
+        size = entries.entry_size[idx].astype(np.int64)
+        v2 = magic == 2
+        count = entries.count[idx]
+        # an empty v2 batch is never decompressed (Kafka does not touch its payload)
+        compressed = (codec != 0) & ~(v2 & (count == 0))
+        kind = np.where(v2, K.UNIT_V2, np.where(codec != 0, K.UNIT_LEGACY_SET,
+                                                K.UNIT_LEGACY_MSG)).astype(np.int8)
+        start = np.where(v2, pos + L.RECORDS_OFFSET, pos).astype(np.int64)
+        ts_type = np.where(magic == 0, L.NO_TIMESTAMP_TYPE,
+                           (entries.attributes[idx] & L.TIMESTAMP_TYPE_MASK) != 0).astype(np.int8)
+        return cls(kind=kind, src=compressed.astype(np.int8), start=start, end=pos + size,
+                   base_offset=entries.offset[idx].copy(), count=count.copy(), magic=magic.copy(),
+                   ts_type=ts_type, base_ts=entries.base_timestamp[idx].copy(),
+                   max_ts=entries.max_timestamp[idx].copy(),
+                   base_seq=entries.base_sequence[idx].copy(), compressed=compressed,
+                   status=np.zeros(len(idx), np.int32))
+
+    def prefix(self, n: int) -> "_Units":
+        if n == len(self.kind):
+            return self
+        return _Units(*(getattr(self, f)[:n] for f in ("kind", "src", "start", "end",
+                                                        "base_offset", "count", "magic",
+                                                        "ts_type", "base_ts", "max_ts",
+                                                        "base_seq", "compressed", "status")))
