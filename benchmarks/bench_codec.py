@@ -1,0 +1,169 @@
+"""Codec benchmark: decode, encode and CRC-verify, side by side with aiokafka and kafka-python.
+
+Same input for every implementation, measured in one process: 1 M records with 16-byte keys
+and 100-byte values in producer-sized batches (``--batch-records``, default 150 ≈ 16 KiB), for
+each codec. Each figure is the best of ``--repeat`` runs (the machines are noisy; best-of is
+the least noisy estimator of what the code can do). kafka-python is pure Python and slow, so it
+runs on the first ``--slow-records`` records only; its records/s is still a like-for-like rate.
+
+    .venv/bin/python benchmarks/bench_codec.py                 # full run, markdown table
+    .venv/bin/python benchmarks/bench_codec.py --records 100000 --repeat 1   # quick look
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+from collections.abc import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from kafkalog_spark.codec import layout as L
+from kafkalog_spark.codec.crc import verify_crcs
+from kafkalog_spark.codec.decode import DecodeOptions, decode_to_table
+from kafkalog_spark.codec.encode import encode_record_batches
+from kafkalog_spark.codec.scan import scan_entries
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def make_table(n: int, value_size: int = 100, seed: int = 7) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    # printable, moderately compressible payloads (JSON-like text compresses ~2-4x)
+    alphabet = np.frombuffer(b'abcdefghijklmnopqrstuvwxyz0123456789 {}":,', np.uint8)
+    values = alphabet[rng.integers(0, len(alphabet) // 3, size=n * value_size)]
+    keys = np.frombuffer(b"".join(b"key-%012d" % (i % 100_000) for i in range(n)), np.uint8)
+    val_offsets = np.arange(0, (n + 1) * value_size, value_size, dtype=np.int32)
+    key_offsets = np.arange(0, (n + 1) * 16, 16, dtype=np.int32)
+    ts = (1_700_000_000_000 + np.arange(n, dtype=np.int64)) * 1000
+    return pa.table({
+        "key": pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(key_offsets),
+                                                       pa.py_buffer(keys)]),
+        "value": pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(val_offsets),
+                                                         pa.py_buffer(values)]),
+        "timestamp": pa.array(ts, pa.timestamp("us", tz="UTC")),
+    })
+
+
+def best_of(fn: Callable[[], object], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def python_records(table: pa.Table) -> list[tuple[bytes, bytes, int]]:
+    keys = table["key"].to_pylist()
+    values = table["value"].to_pylist()
+    ts = [int(t.timestamp() * 1000) for t in table["timestamp"].to_pylist()]
+    return list(zip(keys, values, ts))
+
+
+def build_with(builder_cls, records, codec_id: int, batch_records: int) -> bytes:
+    out = bytearray()
+    for start in range(0, len(records), batch_records):
+        b = builder_cls(magic=2, compression_type=codec_id, is_transactional=False,
+                        producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                        batch_size=1 << 30)
+        for i, (k, v, ts) in enumerate(records[start:start + batch_records]):
+            b.append(i, timestamp=ts, key=k, value=v, headers=[])
+        buf = bytearray(b.build())
+        buf[0:8] = int(start).to_bytes(8, "big", signed=True)  # base offset (outside the CRC)
+        out += buf
+    return bytes(out)
+
+
+def consume_with(memory_records_cls, data: bytes) -> int:
+    n = 0
+    records = memory_records_cls(data)
+    while records.has_next():
+        batch = records.next_batch()
+        for rec in batch:
+            rec.key, rec.value, rec.timestamp, rec.offset, rec.headers
+            n += 1
+    return n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--records", type=int, default=1_000_000)
+    ap.add_argument("--slow-records", type=int, default=50_000)
+    ap.add_argument("--batch-records", type=int, default=150)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--codecs", default=",".join(CODECS))
+    args = ap.parse_args()
+
+    import aiokafka.record.default_records as aio_default
+    import aiokafka.record.memory_records as aio_memory
+    import kafka.record.default_records as kp_default
+    import kafka.record.memory_records as kp_memory
+
+    table = make_table(args.records)
+    slow = table.slice(0, args.slow_records)
+    records = python_records(table)
+    slow_records = records[: args.slow_records]
+    options = DecodeOptions(include_headers=True)
+    rows = []
+    for codec in args.codecs.split(","):
+        cid = L.CODEC_IDS[codec]
+        data = bytes(encode_record_batches(table, codec=cid,
+                                           max_batch_records=args.batch_records).data)
+        slow_data = build_with(aio_default.DefaultRecordBatchBuilder, slow_records, cid,
+                               args.batch_records)
+        assert decode_to_table(data, topic="t", partition=0).num_rows == args.records
+
+        n, ns = args.records, args.slow_records
+        t_dec = best_of(lambda: decode_to_table(data, topic="t", partition=0, options=options),
+                        args.repeat)
+        t_aio = best_of(lambda: consume_with(aio_memory.MemoryRecords, data), args.repeat)
+        t_kp = best_of(lambda: consume_with(kp_memory.MemoryRecords, slow_data), 1)
+        rows.append(("decode", codec, n / t_dec, n / t_aio, ns / t_kp))
+
+        t_enc = best_of(lambda: encode_record_batches(table, codec=cid,
+                                                      max_batch_records=args.batch_records),
+                        args.repeat)
+        t_aio_enc = best_of(lambda: build_with(aio_default.DefaultRecordBatchBuilder, records,
+                                               cid, args.batch_records), args.repeat)
+        t_kp_enc = best_of(lambda: build_with(kp_default.DefaultRecordBatchBuilder, slow_records,
+                                              cid, args.batch_records), 1)
+        rows.append(("encode", codec, n / t_enc, n / t_aio_enc, ns / t_kp_enc))
+
+        if codec == "none":
+            entries = scan_entries(data)
+            t_ver = best_of(lambda: verify_crcs(data, scan_entries(data)), args.repeat)
+            batches = list(_aio_batches(aio_memory.MemoryRecords, data))
+            t_aio_ver = best_of(lambda: [b.validate_crc() for b in batches], args.repeat)
+            gb = len(data) / 1e9
+            verify_row = (len(entries), gb / t_ver, gb / t_aio_ver)
+
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, {platform.processor() or '?'}; "
+          f"python {platform.python_version()}; numba JIT "
+          f"{'off' if os.environ.get('NUMBA_DISABLE_JIT') == '1' else 'on'}")
+    print(f"records: {args.records:,} x (16-byte key, 100-byte value), "
+          f"{args.batch_records} records per batch; best of {args.repeat}\n")
+    print("| op | codec | kafkalog_spark rec/s | aiokafka (C) rec/s | kafka-python rec/s "
+          "| vs aiokafka | vs kafka-python |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for op, codec, ours, aio, kp in rows:
+        print(f"| {op} | {codec} | {ours:,.0f} | {aio:,.0f} | {kp:,.0f} | {ours / aio:.1f}x "
+              f"| {ours / kp:.1f}x |")
+    if args.codecs.split(",")[0] == "none" or "none" in args.codecs.split(","):
+        n_batches, ours_gbs, aio_gbs = verify_row
+        print(f"\nCRC verify, uncompressed, {n_batches:,} batches: kafkalog_spark "
+              f"{ours_gbs:.2f} GB/s, aiokafka validate_crc {aio_gbs:.2f} GB/s "
+              f"({ours_gbs / aio_gbs:.1f}x)")
+
+
+def _aio_batches(memory_records_cls, data: bytes):
+    records = memory_records_cls(data)
+    while records.has_next():
+        yield records.next_batch()
+
+
+if __name__ == "__main__":
+    main()
