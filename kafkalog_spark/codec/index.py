@@ -26,7 +26,6 @@ may carry a preallocated zero tail (§9.1): ``entries_in_file`` is Kafka's view
 
 from __future__ import annotations
 
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,6 +33,7 @@ from numba import njit
 
 from ..errors import CorruptIndexError, Location
 from . import layout as L
+from .crc import verify_crcs
 from .scan import as_uint8, scan_entries
 
 OFFSET_INDEX_DTYPE = np.dtype([("relative_offset", ">i4"), ("position", ">i4")])
@@ -411,14 +411,6 @@ def _recover_entries(position, entry_size, last_offset, max_timestamp, n, base_o
     return n_idx, n_ts, n, _OK
 
 
-def _entry_crc_ok(buf: np.ndarray, position: int, size: int, magic: int, stored: int) -> bool:
-    import crc32c  # not needed at package import time
-
-    if magic == 2:
-        return crc32c.crc32c(buf[position + L.ATTRIBUTES_OFFSET: position + size]) == stored
-    return (zlib.crc32(buf[position + L.MAGIC_OFFSET: position + size]) & 0xFFFFFFFF) == stored
-
-
 @dataclass(frozen=True)
 class RecoveredIndexes:
     """What ``LogSegment.recover`` leaves behind for the offset and time indexes.
@@ -458,12 +450,10 @@ def build_indexes(data, base_offset: int, *, index_interval_bytes: int = DEFAULT
     table = scan_entries(buf)
     n = len(table)
     stop_reason = None if table.stop_code == 0 else table.stop_reason
-    if verify_crc:
-        for i in range(n):
-            if not _entry_crc_ok(buf, int(table.position[i]), int(table.entry_size[i]),
-                                 int(table.magic[i]), int(table.crc[i])):
-                n, stop_reason = i, "checksum mismatch"
-                break
+    if verify_crc and n:
+        bad = np.flatnonzero(~verify_crcs(buf, table))
+        if len(bad):
+            n, stop_reason = int(bad[0]), "checksum mismatch"
     last = table.last_offset[:n]
     rel = last - base_offset
     overflow = np.flatnonzero((rel < 0) | (rel > L.INT32_MAX))

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ..errors import CorruptCheckpointError, KafkaLogError, Location
+from .naming import TMP_SUFFIX
 
 T = TypeVar("T")
-
-TMP_SUFFIX = ".tmp"
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:
