@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import CorruptIndexError, CorruptRecordError, Location, UnsupportedFormatError
+from ..errors import (CorruptIndexError, CorruptRecordError, InvalidOptionError, Location,
+                      UnsupportedFormatError)
 from . import layout as L
 from ._bytes import load_i16, load_i32, read_varint, read_varlong
 from .scan import as_uint8, scan_entries
@@ -261,8 +262,6 @@ class ProducerStateTracker:
         elif order == "java_hashmap":
             pids = java_hashmap_order(list(self.producers))
         else:
-            from ..errors import InvalidOptionError
-
             raise InvalidOptionError(f"order must be 'producer_id' or 'java_hashmap', not {order!r}")
         return ProducerSnapshot(tuple(
             ProducerEntry(pid, p.epoch, p.last_sequence, p.last_offset, p.offset_delta, p.timestamp,
