@@ -29,7 +29,9 @@ they return a status code and the index of the record at fault.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import config, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from . import layout as L
 from ._bytes import size_of_varint, size_of_varlong, store_i16, store_i32, store_i64, write_varint, write_varlong
@@ -46,6 +48,34 @@ INT64_MAX = np.int64(2**63 - 1)
 INT64_MIN = np.int64(-(2**63))
 # batchLength counts everything after itself: header bytes 12..61 plus the records section
 _MAX_SECTION = L.INT32_MAX - (L.RECORD_BATCH_OVERHEAD - L.LOG_OVERHEAD)
+
+
+@intrinsic
+def _memcpy(typingctx, dst, dst_pos, src, src_pos, n):
+    """``memcpy(dst + dst_pos, src + src_pos, n)``: numba's slice assignment checks for
+    overlap and copies through a temporary, several times slower for ~100-byte values."""
+    sig = types.void(dst, dst_pos, src, src_pos, n)
+
+    def codegen(context, builder, signature, args):
+        d, dp, s, sp, cnt = args
+        d_arr = context.make_array(signature.args[0])(context, builder, d)
+        s_arr = context.make_array(signature.args[2])(context, builder, s)
+        cgutils.raw_memcpy(builder, builder.gep(d_arr.data, [dp]), builder.gep(s_arr.data, [sp]), cnt, 1)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+if config.DISABLE_JIT:  # intrinsics exist only in compiled code; the plain-Python twin slices
+
+    def copy_bytes(dst, dst_pos, src, src_pos, n):
+        dst[dst_pos:dst_pos + n] = src[src_pos:src_pos + n]
+
+else:
+
+    @njit(cache=True, nogil=True)
+    def copy_bytes(dst, dst_pos, src, src_pos, n):
+        _memcpy(dst, dst_pos, src, src_pos, n)
 
 
 @njit(cache=True, nogil=True)
@@ -182,7 +212,7 @@ def _put_bytes(out, p, off, data, bits, bit0, i):
     s = off[i]
     e = off[i + 1]
     p = write_varint(out, p, e - s)
-    out[p:p + (e - s)] = data[s:e]
+    copy_bytes(out, p, data, s, e - s)
     return p + (e - s)
 
 
@@ -220,8 +250,26 @@ def fill_batches(out, n_batches, position, batch_start, batch_section, batch_bas
             out[p] = 0
             p = write_varlong(out, p + 1, ts[i] - base_ts)
             p = write_varint(out, p, rec_off[i] - base_off)
-            p = _put_bytes(out, p, k_off, k_data, k_bits, k_bit0, i)
-            p = _put_bytes(out, p, v_off, v_data, v_bits, v_bit0, i)
+            # key and value written inline: a helper call taking the column arrays costs ~40 ns
+            # per record in numba (measured), more than the rest of the record
+            if _valid(k_bits, k_bit0, i):
+                s = k_off[i]
+                n = k_off[i + 1] - s
+                p = write_varint(out, p, n)
+                copy_bytes(out, p, k_data, s, n)
+                p += n
+            else:
+                out[p] = 1  # zig-zag varint of -1: null
+                p += 1
+            if _valid(v_bits, v_bit0, i):
+                s = v_off[i]
+                n = v_off[i + 1] - s
+                p = write_varint(out, p, n)
+                copy_bytes(out, p, v_data, s, n)
+                p += n
+            else:
+                out[p] = 1
+                p += 1
             if has_headers and _valid(h_bits, h_bit0, i):
                 p = write_varint(out, p, h_off[i + 1] - h_off[i])
                 for j in range(h_off[i], h_off[i + 1]):
