@@ -49,7 +49,7 @@ def main(argv: list[str]) -> int:
     written = []
     for i, codec in enumerate(CODECS):
         table = example_table(f"orders-{codec}", partitions=1 + i % 3, rows=5_000)
-        kl.write_log(table, log_dir, codec=codec, segment_bytes=64 * 1024)
+        kl.write_log(table, log_dir, codec=codec, segment_bytes=64 * 1024, max_batch_records=200)
         written.append(table)
     print(f"== wrote an example log dir: {log_dir}\n")
 
@@ -64,8 +64,14 @@ def main(argv: list[str]) -> int:
     table = kl.read_log(log_dir, include_headers=True)
     expected = pa.concat_tables(written)
     print(f"read {table.num_rows} records from {len(pc.unique(table['topic']))} topics")
-    print(table.group_by(["topic"]).aggregate([("offset", "count"), ("offset", "max")])
-          .sort_by("topic").to_string())
+    summary = (table.group_by(["topic", "partition"])
+               .aggregate([("offset", "count"), ("offset", "max"), ("value", "count")])
+               .sort_by([("topic", "ascending"), ("partition", "ascending")]))
+    print(f"{'TOPIC':<16}{'PARTITION':>10}{'RECORDS':>9}{'TOMBSTONES':>11}{'LAST OFFSET':>12}")
+    for row in summary.to_pylist():
+        tombstones = row["offset_count"] - row["value_count"]
+        print(f"{row['topic']:<16}{row['partition']:>10}{row['offset_count']:>9}"
+              f"{tombstones:>11}{row['offset_max']:>12}")
     mismatches = _compare(expected, table)
     if mismatches:
         print(f"MISMATCH: {mismatches}")

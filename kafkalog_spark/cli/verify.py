@@ -1,0 +1,55 @@
+"""``kafkalog verify`` (entry-point layer): check log dirs and report every problem located.
+
+Read-only. Exit code 0 when nothing is wrong (warnings allowed), 1 when any error was found,
+2 when the command itself failed (a path that does not exist, an unreadable directory).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..log.verify import VerifyReport, verify
+
+
+def render(report: VerifyReport) -> str:
+    """The report as a human-readable table, one line per problem."""
+    lines = [f"checked {report.partitions} partitions, {report.segments} segments, "
+             f"{report.batches} batches, {report.bytes:,} bytes"
+             + (f", {report.records} records" if report.records is not None else "")]
+    if not report.problems:
+        lines.append("OK: no problems found")
+        return "\n".join(lines)
+    header = ("SEVERITY", "CHECK", "FILE", "POSITION", "BASE OFFSET", "PROBLEM")
+    rows = [(p.severity, p.check, p.file or "-", "-" if p.position is None else str(p.position),
+             "-" if p.base_offset is None else str(p.base_offset), p.message)
+            for p in report.problems]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+    for row in [header, *rows]:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[5])
+    errors = len(report.errors())
+    lines.append(f"{'FAILED' if errors else 'OK'}: {errors} errors, "
+                 f"{len(report.problems) - errors} warnings")
+    return "\n".join(lines)
+
+
+@click.command("verify")
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.option("--deep", is_flag=True, help="Also decompress every batch and parse every record.")
+@click.option("--no-indexes", is_flag=True, help="Skip the .index/.timeindex/.txnindex checks.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool) -> None:
+    """Check CRCs, structure, offsets and indexes of log dirs, partition dirs or .log files.
+
+    Every problem names its file, byte position and base offset. Exits 1 if any error was
+    found. Changes nothing on disk.
+    """
+    report = verify(list(paths), deep=deep, check_indexes=not no_indexes)
+    if as_json:
+        click.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        click.echo(render(report))
+    if not report.ok:
+        sys.exit(1)

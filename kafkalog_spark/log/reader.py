@@ -1,0 +1,160 @@
+"""Local, Spark-free reading (log layer): ``read_log`` over a log dir, a partition dir or a file.
+
+Plans from the directory listing (:func:`~kafkalog_spark.log.discovery.discover`), prunes whole
+segments by base offset, starts inside the first segment through its offset index
+(:mod:`~kafkalog_spark.log.lookup`, validated against the log), and decodes with
+:func:`~kafkalog_spark.codec.decode.decode_entries`. Output memory per step is bounded by the
+decoder's ``max_rows``; rows come partition by partition, in offset order.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from ..codec.decode import DecodeOptions, decode_entries
+from ..codec.schema import record_schema
+from ..errors import InvalidOptionError
+from .discovery import PartitionDir, Segment, discover
+from .mapped import mapped_file
+
+PathLike = str | os.PathLike[str]
+OffsetBound = int | Mapping[tuple[str, int], int] | None
+
+
+@dataclass(frozen=True)
+class ReadPlan:
+    """One segment to read, with the offset window that applies to it."""
+
+    topic: str
+    partition: int
+    segment: Segment
+    min_offset: int | None
+    max_offset: int | None  # inclusive
+
+
+def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | None = None,
+              partitions: Iterable[int] | None = None, start_offset: OffsetBound = None,
+              end_offset: OffsetBound = None) -> list[ReadPlan]:
+    """The segments :func:`read_log` would read, in output order (no file contents read).
+
+    ``start_offset`` is inclusive, ``end_offset`` exclusive (like Spark's ``endingOffsets``);
+    either may be one int for every partition or a mapping ``{(topic, partition): offset}``.
+    Only live partition dirs are read: ``-delete``, ``-future`` and ``-stray`` copies and the
+    KRaft metadata log are left out unless named directly.
+    """
+    found = discover(paths)
+    wanted_topics = None if topics is None else set(topics)
+    wanted_parts = None if partitions is None else set(partitions)
+    plans: list[ReadPlan] = []
+    for part in _live_partitions(found):
+        if wanted_topics is not None and part.topic not in wanted_topics:
+            continue
+        if wanted_parts is not None and part.partition not in wanted_parts:
+            continue
+        lo = _bound(start_offset, part, "start_offset")
+        hi = _bound(end_offset, part, "end_offset")
+        segs = part.segments
+        for i, seg in enumerate(segs):
+            next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
+            if lo is not None and next_base is not None and next_base <= lo:
+                continue  # every offset of this segment is below the start
+            if hi is not None and seg.base_offset >= hi:
+                break
+            plans.append(ReadPlan(part.topic or "", part.partition or 0, seg, lo,
+                                  None if hi is None else hi - 1))
+    return plans
+
+
+def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | None = None,
+             partitions: Iterable[int] | None = None, start_offset: OffsetBound = None,
+             end_offset: OffsetBound = None, include_headers: bool = False,
+             include_metadata: bool = False, include_control: bool = False,
+             verify_crc: bool = True, max_rows: int = 65536) -> Iterator[pa.RecordBatch]:
+    """Like :func:`read_log`, yielding bounded ``pyarrow.RecordBatch``es instead of one table."""
+    options = DecodeOptions(verify_crc=verify_crc, include_headers=include_headers,
+                            include_metadata=include_metadata, include_control=include_control,
+                            max_rows=max_rows)
+    for plan in plan_read(paths, topics=topics, partitions=partitions,
+                          start_offset=start_offset, end_offset=end_offset):
+        yield from _read_segment(plan, options)
+
+
+def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | None = None,
+             partitions: Iterable[int] | None = None, start_offset: OffsetBound = None,
+             end_offset: OffsetBound = None, include_headers: bool = False,
+             include_metadata: bool = False, include_control: bool = False,
+             verify_crc: bool = True) -> pa.Table:
+    """Read the records of a log dir (or several), a partition dir or one ``.log`` file.
+
+    Parameters
+    ----------
+    paths : path or sequence of paths
+        Log dirs (JBOD), partition dirs or ``.log`` files.
+    topics, partitions : iterable, optional
+        Keep only these topics / partition numbers.
+    start_offset, end_offset : int or mapping, optional
+        Offset window, start inclusive and end exclusive; an int applies to every partition, a
+        mapping ``{(topic, partition): offset}`` to the partitions it names.
+    include_headers, include_metadata : bool
+        Add the ``headers`` column / the Kafka metadata columns (see ``codec.schema``).
+    include_control : bool
+        Also return control records (transaction markers, KRaft control records).
+    verify_crc : bool
+        Check every batch's CRC (the default); a mismatch raises ``CorruptRecordError``.
+
+    Returns
+    -------
+    pyarrow.Table
+        Records partition by partition in offset order, with the schema of
+        ``record_schema(include_headers, include_metadata)``.
+
+    Raises
+    ------
+    KafkaLogError
+        Any corruption, naming the file, byte position and base offset.
+    """
+    schema = record_schema(include_headers, include_metadata)
+    batches = list(iter_log(paths, topics=topics, partitions=partitions,
+                            start_offset=start_offset, end_offset=end_offset,
+                            include_headers=include_headers, include_metadata=include_metadata,
+                            include_control=include_control, verify_crc=verify_crc))
+    return pa.Table.from_batches(batches, schema=schema)
+
+
+def _read_segment(plan: ReadPlan, options: DecodeOptions) -> Iterator[pa.RecordBatch]:
+    with mapped_file(plan.segment.log) as buf:
+        start = _start_position(plan, buf)
+        yield from decode_entries(buf, topic=plan.topic, partition=plan.partition,
+                                  options=options, start=start, min_offset=plan.min_offset,
+                                  max_offset=plan.max_offset, file=str(plan.segment.log))
+
+
+def _start_position(plan: ReadPlan, buf) -> int:
+    """Byte position to start decoding: through the offset index when the window starts inside
+    the segment (the lookup validates the index entry against the log), else 0."""
+    if plan.min_offset is None or plan.min_offset <= plan.segment.base_offset:
+        return 0
+    from .lookup import position_for_offset
+
+    return position_for_offset(plan.segment, plan.min_offset, log_buffer=buf)
+
+
+def _live_partitions(found) -> list[PartitionDir]:
+    direct = [p for p in found.partitions]
+    live = [p for d in found.log_dirs for p in d.partitions]
+    return [p for p in live + direct if p.topic is not None]
+
+
+def _bound(bound: OffsetBound, part: PartitionDir, name: str) -> int | None:
+    if bound is None:
+        return None
+    if isinstance(bound, int):
+        return bound
+    if isinstance(bound, Mapping):
+        return bound.get((part.topic, part.partition))
+    raise InvalidOptionError(f"{name} must be an int or a mapping {{(topic, partition): offset}}, "
+                             f"got {type(bound).__name__}")
