@@ -101,12 +101,20 @@ def verify(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
         _check_log_dir_files(log_dir, report)
     for part in found.all_partition_dirs():
         _verify_partition(part, report, deep=deep, check_indexes=check_indexes)
+    if report.partitions == 0:
+        report.problems.append(Problem(WARNING, "files", "no partition dirs or segments found "
+                                       "(is this the log dir named in log.dirs?)",
+                                       ", ".join(str(p) for p in _as_list(paths))))
     for dup in found.duplicates:
         if not dup.is_move:
             report.problems.append(Problem(
                 ERROR, "files", f"{dup.topic}-{dup.partition} is present in several log dirs: "
                 + ", ".join(str(p) for p in dup.paths)))
     return report
+
+
+def _as_list(paths) -> list:
+    return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
 
 
 # --- per log dir / partition ----------------------------------------------------------------
@@ -265,12 +273,7 @@ def check_offset_index(index: OffsetIndex, table: EntryTable, file: str,
     starting there (one batch, or several for ≤3.9 follower appends) ends exactly at offset
     ``O``; offsets and positions strictly increase (KAFKA_FORMATS §9.2, §9.5)."""
     base = index.base_offset
-    if index.has_zero_tail:
-        zeros = index.entries_in_file - index.valid_entries
-        problems.append(Problem(WARNING if active else ERROR, "index",
-                                f"{zeros} zero-filled entries after {index.valid_entries} valid "
-                                "ones (preallocated file not trimmed: unclean shutdown)", file,
-                                index.valid_entries * 8, base))
+    _zero_tail(index, 8, "index", file, problems, active)
     offsets, positions = index.offsets, index.positions
     if len(offsets) == 0:
         return
@@ -300,12 +303,7 @@ def check_time_index(index: TimeIndex, table: EntryTable, file: str,
     decrease, the entry holding ``O`` has max timestamp ``T``; the last entry is the segment's
     largest timestamp, which retention relies on (KAFKA_FORMATS §9.3)."""
     base = index.base_offset
-    if index.has_zero_tail:
-        zeros = index.entries_in_file - index.valid_entries
-        problems.append(Problem(WARNING if active else ERROR, "timeindex",
-                                f"{zeros} zero-filled entries after {index.valid_entries} valid "
-                                "ones (preallocated file not trimmed: unclean shutdown)", file,
-                                index.valid_entries * 12, base))
+    _zero_tail(index, 12, "timeindex", file, problems, active)
     ts, offsets = index.timestamps, index.offsets
     if len(ts) == 0:
         return
@@ -330,6 +328,18 @@ def check_time_index(index: TimeIndex, table: EntryTable, file: str,
                                 f"last entry's timestamp {int(ts[-1])} is below the segment's "
                                 f"largest timestamp {true_max} (retention would use the lower "
                                 "one)", file, (len(ts) - 1) * 12, base))
+
+
+def _zero_tail(index: OffsetIndex | TimeIndex, entry_size: int, check: str, file: str,
+               problems: list[Problem], active: bool) -> None:
+    """A preallocated index left at full length: normal for the active segment of a broker that
+    stopped uncleanly (it rebuilds it), wrong anywhere else."""
+    if index.has_zero_tail:
+        zeros = index.entries_in_file - index.valid_entries
+        problems.append(Problem(WARNING if active else ERROR, check,
+                                f"{zeros} zero-filled entries after {index.valid_entries} valid "
+                                "ones (preallocated file not trimmed: unclean shutdown)", file,
+                                index.valid_entries * entry_size, index.base_offset))
 
 
 def _from_error(exc: KafkaLogError, check: str) -> Problem:
