@@ -87,11 +87,19 @@ def _valid(bits, bit0, i):
 
 
 @njit(cache=True, nogil=True)
+def _field_length(off, bits, bit0, i):
+    """Length of element ``i`` of a nullable bytes column; -1 when null (its wire value)."""
+    if not _valid(bits, bit0, i):
+        return np.int64(-1)
+    return off[i + 1] - off[i]
+
+
+@njit(cache=True, nogil=True)
 def _bytes_size(off, bits, bit0, i):
     """Encoded size of a nullable bytes field (length varint + payload); -1 if too long."""
-    if not _valid(bits, bit0, i):
+    n = _field_length(off, bits, bit0, i)
+    if n < 0:
         return np.int64(1)
-    n = off[i + 1] - off[i]
     if n > L.INT32_MAX:
         return np.int64(-1)
     return size_of_varint(n) + n
@@ -205,15 +213,15 @@ def plan_batches(n, payload, ts, rec_off, max_records, max_bytes, may_split, fix
 
 
 @njit(cache=True, nogil=True)
-def _put_bytes(out, p, off, data, bits, bit0, i):
-    if not _valid(bits, bit0, i):
-        out[p] = 1  # zig-zag varint of -1
-        return p + 1
-    s = off[i]
-    e = off[i + 1]
-    p = write_varint(out, p, e - s)
-    copy_bytes(out, p, data, s, e - s)
-    return p + (e - s)
+def _put_field(out, p, data, start, length):
+    """Write a bytes field (``length`` -1 = null). It takes the data array only, not the
+    offsets and bitmap: a numba helper taking all the column arrays and writing ``out`` costs
+    ~40 ns per call (measured), more than the rest of a 100-byte record."""
+    p = write_varint(out, p, length)
+    if length > 0:
+        copy_bytes(out, p, data, start, length)
+        return p + length
+    return p
 
 
 @njit(cache=True, nogil=True)
@@ -250,31 +258,13 @@ def fill_batches(out, n_batches, position, batch_start, batch_section, batch_bas
             out[p] = 0
             p = write_varlong(out, p + 1, ts[i] - base_ts)
             p = write_varint(out, p, rec_off[i] - base_off)
-            # key and value written inline: a helper call taking the column arrays costs ~40 ns
-            # per record in numba (measured), more than the rest of the record
-            if _valid(k_bits, k_bit0, i):
-                s = k_off[i]
-                n = k_off[i + 1] - s
-                p = write_varint(out, p, n)
-                copy_bytes(out, p, k_data, s, n)
-                p += n
-            else:
-                out[p] = 1  # zig-zag varint of -1: null
-                p += 1
-            if _valid(v_bits, v_bit0, i):
-                s = v_off[i]
-                n = v_off[i + 1] - s
-                p = write_varint(out, p, n)
-                copy_bytes(out, p, v_data, s, n)
-                p += n
-            else:
-                out[p] = 1
-                p += 1
+            p = _put_field(out, p, k_data, k_off[i], _field_length(k_off, k_bits, k_bit0, i))
+            p = _put_field(out, p, v_data, v_off[i], _field_length(v_off, v_bits, v_bit0, i))
             if has_headers and _valid(h_bits, h_bit0, i):
                 p = write_varint(out, p, h_off[i + 1] - h_off[i])
                 for j in range(h_off[i], h_off[i + 1]):
-                    p = _put_bytes(out, p, hk_off, hk_data, hk_bits, hk_bit0, j)
-                    p = _put_bytes(out, p, hv_off, hv_data, hv_bits, hv_bit0, j)
+                    p = _put_field(out, p, hk_data, hk_off[j], _field_length(hk_off, hk_bits, hk_bit0, j))
+                    p = _put_field(out, p, hv_data, hv_off[j], _field_length(hv_off, hv_bits, hv_bit0, j))
             else:
                 out[p] = 0
                 p += 1
