@@ -16,10 +16,16 @@ import click
 from ..errors import KafkaLogError
 
 # command name -> module under kafkalog_spark.cli that defines a click command named `command`
+# (a command whose module does not exist yet is simply not listed)
 COMMANDS = {
     "info": "info",
     "dump": "dump",
     "verify": "verify",
+    "rebuild-index": "rebuild_index",
+    "recover": "recover",
+    "compact": "compact",
+    "retain": "retain",
+    "migrate": "migrate",
 }
 
 
