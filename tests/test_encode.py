@@ -146,6 +146,16 @@ def test_byte_identical_to_kafka_python_uncompressed(producer):
     assert len(encoded) == 1 and encoded.tobytes() == theirs
 
 
+def test_large_batch_byte_identical_and_read_back():
+    keys, values, timestamps, headers = _records(20000, seed=7)
+    theirs = _kafka_python_batch(keys, values, timestamps, headers)
+    ours = encode_batch(keys, values, np.array(timestamps), headers=headers,
+                        spec=BatchSpec(base_offset=0, partition_leader_epoch=0))
+    assert ours == theirs
+    got = _read_all(ours)
+    assert got == [(i, t, k, v, h) for i, (k, v, t, h) in enumerate(zip(keys, values, timestamps, headers))]
+
+
 def _masked_header(batch: bytes) -> bytes:
     """Header bytes that must agree whatever the compressor: all but length and CRC."""
     return batch[:8] + batch[12:17] + batch[21:61]
@@ -369,6 +379,12 @@ def test_bad_encode_batch_input_raises():
         encode_batch([None], [b"", b""], [TS, TS], spec=spec)
     with pytest.raises(InvalidOptionError, match="is null"):
         encode_batch([None], [b""], pa.array([None], pa.int64()), spec=spec)
+    with pytest.raises(InvalidOptionError, match="is null"):
+        encode_batch([None], [b""], [None], spec=spec)
+    with pytest.raises(InvalidOptionError, match="integer milliseconds"):
+        encode_batch([None], [b""], ["soon"], spec=spec)
+    with pytest.raises(InvalidOptionError, match="bytes, str or None"):
+        encode_batch([3], [b""], [TS], spec=spec)
     with pytest.raises(InvalidOptionError, match="null"):
         encode_batch([None], [b""], [TS], spec=spec, headers=[[(None, b"x")]])
     # the most negative delta still fits: -1 - (2^63 - 1) == -2^63

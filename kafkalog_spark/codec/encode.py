@@ -417,6 +417,15 @@ def _as_binary_array(values: Any, what: str) -> pa.Array:
         raise _fail(f"{what} must be bytes, str or None: {exc}") from exc
 
 
+def _as_int64_array(values: Any) -> pa.Array:
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        return _single(values)
+    try:
+        return pa.array(values if isinstance(values, np.ndarray) else list(values), type=pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as exc:
+        raise _fail(f"timestamps must be integer milliseconds: {exc}") from exc
+
+
 def _as_headers_array(headers: Any, n: int) -> pa.Array | None:
     from .schema import HEADERS_TYPE
 
@@ -471,8 +480,7 @@ def encode_batch(keys: Any, values: Any, timestamps: Any, *, spec: BatchSpec,
     base = _check_range("base_offset", spec.base_offset, 0, 2**63 - 1)
     key_arr = _as_binary_array(keys, "keys")
     value_arr = _as_binary_array(values, "values")
-    ts_arr = timestamps if isinstance(timestamps, (pa.Array, pa.ChunkedArray)) else pa.array(
-        np.asarray(timestamps, dtype=np.int64) if len(timestamps) else [], type=pa.int64())
+    ts_arr = _as_int64_array(timestamps)
     n = len(value_arr)
     if len(key_arr) != n or len(ts_arr) != n:
         raise _fail(f"keys, values and timestamps differ in length: {len(key_arr)}, {n}, {len(ts_arr)}")
