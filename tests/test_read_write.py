@@ -1,0 +1,199 @@
+"""write_log -> read_log round trips, the files a broker needs, and the writer's refusals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import kafkalog_spark as kl
+from kafkalog_spark.codec.checkpoints import (parse_leader_epoch_checkpoint,
+                                              parse_offset_checkpoint, parse_partition_metadata)
+from kafkalog_spark.codec.index import build_indexes
+from kafkalog_spark.codec.schema import HEADERS_TYPE
+from kafkalog_spark.errors import InvalidOptionError, LogDirError, LogDirLockedError
+from kafkalog_spark.log.verify import verify
+
+CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
+
+
+def records(n: int, *, topic: str = "orders", partitions: int = 1, start_ms: int = 1_700_000_000_000,
+            seed: int = 1) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    keys = [None if i % 11 == 0 else (b"" if i % 13 == 0 else f"k{i % 37}".encode())
+            for i in range(n)]
+    values = [None if i % 17 == 0 else (b"" if i % 19 == 0 else bytes(rng.integers(0, 256, 40 + i % 90,
+                                                                                    dtype=np.uint8)))
+              for i in range(n)]
+    headers = [[{"key": "h", "value": None if i % 2 else b"x" * (i % 5)}] if i % 3 == 0 else []
+               for i in range(n)]
+    # timestamps go backwards now and then (negative deltas inside a batch)
+    ts = [(start_ms + i * 10 - (500 if i % 29 == 0 else 0)) * 1000 for i in range(n)]
+    return pa.table({
+        "topic": pa.array([topic] * n, pa.string()),
+        "partition": pa.array([i % partitions for i in range(n)], pa.int32()),
+        "key": pa.array(keys, pa.binary()),
+        "value": pa.array(values, pa.binary()),
+        "timestamp": pa.array(ts, pa.timestamp("us", tz="UTC")),
+        "headers": pa.array(headers, HEADERS_TYPE),
+    })
+
+
+def expected_rows(table: pa.Table, first_offset: int = 0) -> list[dict]:
+    out, nxt = [], {}
+    for row in table.to_pylist():
+        tp = (row["topic"], row["partition"])
+        row["offset"] = nxt.get(tp, first_offset)
+        nxt[tp] = row["offset"] + 1
+        out.append(row)
+    return sorted(out, key=lambda r: (r["topic"], r["partition"], r["offset"]))
+
+
+def read_rows(path, **kw) -> list[dict]:
+    t = kl.read_log(path, include_headers=True, **kw)
+    cols = ["topic", "partition", "offset", "key", "value", "timestamp", "headers"]
+    return t.select(cols).to_pylist()
+
+
+def strip(rows: list[dict]) -> list[dict]:
+    cols = ["topic", "partition", "offset", "key", "value", "timestamp", "headers"]
+    return [{c: r[c] for c in cols} for r in rows]
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_round_trip_every_codec(tmp_path: Path, codec: str) -> None:
+    table = records(3000, partitions=3)
+    metrics = kl.write_log(table, tmp_path, codec=codec, segment_bytes=16 * 1024,
+                           max_batch_records=100)
+    assert metrics["records"] == 3000 and metrics["partitions"] == 3
+    assert read_rows(tmp_path) == strip(expected_rows(table))
+    report = verify(tmp_path, deep=True)
+    assert report.ok, report.problems
+    assert report.records == 3000
+
+
+def test_segments_indexes_and_checkpoints(tmp_path: Path) -> None:
+    table = records(4000)
+    kl.write_log(table, tmp_path, codec="none", segment_bytes=32 * 1024, max_batch_records=50,
+                 leader_epoch=3, topic_ids={"orders": "Nq2ZD3ATRUu4vhRG2pcSzQ"})
+    pdir = tmp_path / "orders-0"
+    logs = sorted(pdir.glob("*.log"))
+    assert len(logs) > 5
+    for log in logs:
+        data = log.read_bytes()
+        assert len(data) <= 32 * 1024
+        base = int(log.name.split(".")[0])
+        built = build_indexes(data, base)
+        # our files are exactly what Kafka's recovery would build from the .log
+        assert log.with_suffix(".index").read_bytes() == built.offset_index.to_bytes()
+        assert log.with_suffix(".timeindex").read_bytes() == built.time_index.to_bytes()
+        assert len(built.offset_index.offsets) > 0
+    assert parse_leader_epoch_checkpoint((pdir / "leader-epoch-checkpoint").read_text())[0].epoch == 3
+    meta = parse_partition_metadata((pdir / "partition.metadata").read_text())
+    assert meta.topic_id is not None
+    rp = parse_offset_checkpoint((tmp_path / "recovery-point-offset-checkpoint").read_text())
+    hw = parse_offset_checkpoint((tmp_path / "replication-offset-checkpoint").read_text())
+    assert rp == hw == {("orders", 0): 4000}
+    assert (tmp_path / "log-start-offset-checkpoint").read_text() == "0\n0\n"
+    snapshot = pdir / "00000000000000004000.snapshot"
+    assert snapshot.read_bytes() == bytes.fromhex("000148674bc700000000")  # no producers
+
+
+def test_append_continues_from_log_end(tmp_path: Path) -> None:
+    first, second = records(500, seed=1), records(700, seed=2)
+    kl.write_log(first, tmp_path, codec="lz4")
+    kl.write_log(second, tmp_path, codec="zstd")
+    rows = read_rows(tmp_path)
+    assert [r["offset"] for r in rows] == list(range(1200))
+    assert rows[500:] == strip(expected_rows(second, first_offset=500))
+    assert sorted(p.name for p in (tmp_path / "orders-0").glob("*.log")) == [
+        "00000000000000000000.log", "00000000000000000500.log"]
+    assert verify(tmp_path).ok
+    with pytest.raises(LogDirError, match="already has segments"):
+        kl.write_log(first, tmp_path, mode="error")
+
+
+def test_offset_column_preserved_with_gaps(tmp_path: Path) -> None:
+    table = records(300).append_column("offset", pa.array(np.arange(300) * 3 + 10, pa.int64()))
+    kl.write_log(table, tmp_path, max_batch_records=40)
+    rows = read_rows(tmp_path)
+    assert [r["offset"] for r in rows] == list(range(10, 910, 3))
+    assert verify(tmp_path, deep=True).ok
+    with pytest.raises(InvalidOptionError, match="below the log end offset"):
+        kl.write_log(table, tmp_path)
+
+
+def test_read_windows_and_filters(tmp_path: Path) -> None:
+    table = records(3000, partitions=2)
+    kl.write_log(table, tmp_path, segment_bytes=8 * 1024, max_batch_records=30)
+    full = read_rows(tmp_path)
+    window = read_rows(tmp_path, start_offset=333, end_offset=1111)
+    assert window == [r for r in full if 333 <= r["offset"] < 1111]
+    by_tp = read_rows(tmp_path, start_offset={("orders", 1): 1000}, partitions=[1])
+    assert by_tp == [r for r in full if r["partition"] == 1 and r["offset"] >= 1000]
+    assert read_rows(tmp_path, topics=["nope"]) == []
+    # a partition dir and a single segment file can be named directly
+    assert read_rows(tmp_path / "orders-0") == [r for r in full if r["partition"] == 0]
+    seg = sorted((tmp_path / "orders-1").glob("*.log"))[2]
+    base = int(seg.name.split(".")[0])
+    rows = read_rows(seg)
+    assert rows and rows[0]["offset"] == base and all(r["partition"] == 1 for r in rows)
+
+
+def test_metadata_columns(tmp_path: Path) -> None:
+    kl.write_log(records(100), tmp_path, codec="snappy", max_batch_records=25, leader_epoch=7)
+    t = kl.read_log(tmp_path, include_metadata=True)
+    assert set(pc.unique(t["leaderEpoch"]).to_pylist()) == {7}
+    assert set(pc.unique(t["compression"]).to_pylist()) == {"snappy"}
+    assert t["batchBaseOffset"].to_pylist()[:26] == [0] * 25 + [25]
+    assert set(pc.unique(t["magic"]).to_pylist()) == {2}
+
+
+def test_kafka_python_reads_what_we_wrote(tmp_path: Path) -> None:
+    from kafka.record import MemoryRecords
+
+    table = records(600, partitions=1)
+    kl.write_log(table, tmp_path, codec="gzip", max_batch_records=64)
+    got = []
+    for log in sorted((tmp_path / "orders-0").glob("*.log")):
+        mr = MemoryRecords(log.read_bytes())
+        while mr.has_next():
+            batch = mr.next_batch()
+            assert batch.validate_crc()
+            got += [(r.offset, r.key, r.value) for r in batch]
+    assert got == [(r["offset"], r["key"], r["value"]) for r in expected_rows(table)]
+
+
+def test_refusals(tmp_path: Path) -> None:
+    t = records(5)
+    with pytest.raises(InvalidOptionError, match="illegal topic name"):
+        kl.write_log(t.drop_columns(["topic"]), tmp_path, topic="../escape")
+    with pytest.raises(InvalidOptionError, match="mode must be one of"):
+        kl.write_log(t, tmp_path, mode="overwrite-everything")
+    kl.write_log(t, tmp_path)
+    (tmp_path / "orders-0" / "00000000000000000005.log.cleaned").write_bytes(b"x")
+    with pytest.raises(LogDirError, match="recover"):
+        kl.write_log(t, tmp_path)
+
+
+def test_refuses_a_log_dir_locked_by_a_live_process(tmp_path: Path) -> None:
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, sys, time\n"
+        f"f = open({str(tmp_path / '.lock')!r}, 'a+')\n"
+        "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+        "print('locked', flush=True)\n"
+        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(LogDirLockedError, match=str(holder.pid)):
+            kl.write_log(records(5), tmp_path)
+        assert not (tmp_path / "orders-0").exists()
+    finally:
+        holder.kill()
+        holder.wait()

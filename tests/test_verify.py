@@ -1,0 +1,165 @@
+"""verify: clean logs pass; every kind of damage is reported at the right file and byte."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import struct
+from pathlib import Path
+
+import crc32c
+import pytest
+from click.testing import CliRunner
+
+import kafkalog_spark as kl
+from kafkalog_spark.cli import cli
+from kafkalog_spark.codec import layout as L
+from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.log.verify import verify
+
+from test_read_write import records
+
+REAL_LOG_DIRS = ["anchor123__kafka/tmp/kafka-logs", "tuyen-nnt__kafka_2.13-3.0.0/data/kafka",
+                 "DonaldY__kafka-2.7.1/kafka-logs", "yuanliubei__kafka-source-code/kafka-logs",
+                 "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data"]
+
+
+@pytest.fixture()
+def log_dir(tmp_path: Path) -> Path:
+    kl.write_log(records(2000), tmp_path / "logs", codec="none", segment_bytes=24 * 1024,
+                 max_batch_records=40)
+    return tmp_path / "logs"
+
+
+def segment(log_dir: Path, i: int = 1) -> Path:
+    return sorted((log_dir / "orders-0").glob("*.log"))[i]
+
+
+def only(report, check: str):
+    found = [p for p in report.problems if p.check == check and p.severity == "error"]
+    assert found, report.problems
+    return found[0]
+
+
+@pytest.mark.parametrize("name", REAL_LOG_DIRS)
+def test_real_broker_dirs_verify(shared_fixtures: Path, name: str) -> None:
+    report = verify(shared_fixtures / name, deep=True)
+    assert report.ok, report.errors()
+    assert report.partitions > 0
+
+
+def test_clean_written_dir(log_dir: Path) -> None:
+    report = verify(log_dir, deep=True)
+    assert report.ok and not report.problems
+    assert report.records == 2000
+
+
+def test_bit_flip_in_payload_is_a_crc_error(log_dir: Path) -> None:
+    seg = segment(log_dir)
+    data = bytearray(seg.read_bytes())
+    entries = scan_entries(bytes(data))
+    pos = int(entries.position[3])
+    data[pos + 100] ^= 0x10
+    seg.write_bytes(data)
+    problem = only(verify(log_dir), "crc")
+    assert (problem.file, problem.position, problem.base_offset) == (
+        str(seg.resolve()), pos, int(entries.offset[3]))
+
+
+def test_truncated_tail_and_garbage(log_dir: Path) -> None:
+    seg = segment(log_dir)
+    data = seg.read_bytes()
+    seg.write_bytes(data[:-30])
+    problem = only(verify(log_dir, check_indexes=False), "structure")
+    last = scan_entries(data)
+    assert problem.position == int(last.position[-1])
+    seg.write_bytes(data + b"\x01garbage-after-the-end")
+    assert only(verify(log_dir, check_indexes=False), "structure").position == len(data)
+    seg.write_bytes(data + bytes(4096))
+    assert "zero-filled" in only(verify(log_dir, check_indexes=False), "structure").message
+
+
+def test_absurd_length_field(log_dir: Path) -> None:
+    seg = segment(log_dir)
+    data = bytearray(seg.read_bytes())
+    pos = int(scan_entries(bytes(data)).position[5])
+    data[pos + 8:pos + 12] = struct.pack(">i", 0x7FFFFFF0)
+    seg.write_bytes(data)
+    assert only(verify(log_dir, check_indexes=False), "structure").position == pos
+
+
+def test_offsets_out_of_order(log_dir: Path) -> None:
+    seg = segment(log_dir)
+    data = bytearray(seg.read_bytes())
+    entries = scan_entries(bytes(data))
+    pos = int(entries.position[4])
+    # base offset is outside the v2 CRC: rewriting it keeps the batch valid
+    data[pos:pos + 8] = struct.pack(">q", int(entries.offset[1]))
+    seg.write_bytes(data)
+    problem = only(verify(log_dir, check_indexes=False), "offsets")
+    assert problem.position == pos
+
+
+def test_record_damage_found_only_by_deep(log_dir: Path) -> None:
+    seg = segment(log_dir)
+    data = bytearray(seg.read_bytes())
+    entries = scan_entries(bytes(data))
+    pos, size = int(entries.position[2]), int(entries.entry_size[2])
+    data[pos + L.RECORDS_COUNT_OFFSET:pos + L.RECORDS_OFFSET] = struct.pack(">i", 41)  # was 40
+    crc = crc32c.crc32c(bytes(data[pos + L.ATTRIBUTES_OFFSET:pos + size]))
+    data[pos + L.CRC_OFFSET:pos + L.CRC_OFFSET + 4] = struct.pack(">I", crc)
+    seg.write_bytes(data)
+    assert verify(log_dir).ok
+    problem = only(verify(log_dir, deep=True), "records")
+    assert problem.position == pos and problem.base_offset == int(entries.offset[2])
+
+
+def test_index_problems(log_dir: Path) -> None:
+    seg = segment(log_dir)
+    index = seg.with_suffix(".index")
+    good = index.read_bytes()
+    bad = bytearray(good)
+    bad[4:8] = struct.pack(">i", struct.unpack(">i", good[4:8])[0] + 3)  # not an entry start
+    index.write_bytes(bad)
+    problem = only(verify(log_dir), "index")
+    assert problem.file == str(index.resolve()) and problem.position == 0
+    index.write_bytes(good + bytes(80))  # preallocated tail on an inactive segment
+    assert "zero-filled" in only(verify(log_dir), "index").message
+    index.write_bytes(good)
+    tindex = seg.with_suffix(".timeindex")
+    tindex.write_bytes(tindex.read_bytes()[:-12])  # final max-timestamp entry missing
+    assert "largest timestamp" in only(verify(log_dir), "timeindex").message
+
+
+def test_leftovers_and_missing_dir(log_dir: Path, tmp_path: Path) -> None:
+    (log_dir / "orders-0" / "00000000000000000000.log.swap").write_bytes(b"")
+    report = verify(log_dir)
+    assert report.ok and any(p.check == "files" for p in report.problems)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert any("no partition dirs" in p.message for p in verify(empty).problems)
+
+
+def test_cli_exit_codes_and_json(log_dir: Path) -> None:
+    runner = CliRunner()
+    ok = runner.invoke(cli, ["verify", str(log_dir)])
+    assert ok.exit_code == 0 and "OK: no problems found" in ok.output
+    seg = segment(log_dir)
+    data = bytearray(seg.read_bytes())
+    data[200] ^= 1
+    seg.write_bytes(data)
+    bad = runner.invoke(cli, ["verify", "--json", str(log_dir)])
+    assert bad.exit_code == 1
+    doc = json.loads(bad.output)
+    assert doc["ok"] is False and doc["problems"][0]["check"] == "crc"
+    table = runner.invoke(cli, ["verify", str(log_dir)])
+    assert table.exit_code == 1 and "FAILED: 1 errors" in table.output
+
+
+def test_verify_is_read_only(log_dir: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy"
+    shutil.copytree(log_dir, copy)
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in copy.rglob("*") if p.is_file()}
+    verify(copy, deep=True)
+    after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in copy.rglob("*") if p.is_file()}
+    assert before == after
