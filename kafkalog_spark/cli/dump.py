@@ -1,0 +1,83 @@
+"""``kafkalog dump`` (entry-point layer): ``kafka-dump-log.sh`` without a JVM, read-only.
+
+Takes DumpLogSegments' options under their Kafka names, so existing command lines keep working
+(``kafkalog dump --files 00000000000000000000.log --deep-iteration``); the formatting lives in
+:mod:`kafkalog_spark.log.dump`. Exit code 0 when every file was dumped (mismatch reports
+included, as Kafka), 1 when a file could not be dumped completely, 2 for bad options.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from ..errors import InvalidOptionError
+from ..log.dump import (DEFAULT_MAX_MESSAGE_SIZE, FORMATS, JAVA_INT_MAX, STRING_DECODER_CLASSES,
+                        DumpOptions, dump_files)
+
+
+def _decoder_class(option: str, value: str | None) -> None:
+    if value is not None and value not in STRING_DECODER_CLASSES:
+        raise InvalidOptionError(f"{option}: only the string decoder is available; got {value!r}, "
+                                 f"valid: {', '.join(STRING_DECODER_CLASSES)}")
+
+
+@click.command("dump")
+@click.argument("paths", nargs=-1)
+@click.option("--files", "files", multiple=True,
+              help="Comma-separated data, index, snapshot and checkpoint files (Kafka's REQUIRED "
+                   "option; file arguments may be given instead).")
+@click.option("--print-data-log", is_flag=True, help="Print record keys and values.")
+@click.option("--deep-iteration", is_flag=True,
+              help="Print every record, not only batches (implied by --print-data-log).")
+@click.option("--verify-index-only", is_flag=True,
+              help="Check .index/.timeindex entries against the log without printing them.")
+@click.option("--index-sanity-check", is_flag=True,
+              help="Only run the broker's start-up sanity check on .index/.timeindex files.")
+@click.option("--max-message-size", type=click.IntRange(0, JAVA_INT_MAX),
+              default=DEFAULT_MAX_MESSAGE_SIZE, show_default=True,
+              help="Bytes read at each offset-index position.")
+@click.option("--max-bytes", type=click.IntRange(0, JAVA_INT_MAX), default=JAVA_INT_MAX,
+              help="Read only the first N bytes of each .log/.checkpoint file.")
+@click.option("--key-decoder-class", default=None, help="Key decoder; only StringDecoder.")
+@click.option("--value-decoder-class", default=None, help="Value decoder; only StringDecoder.")
+@click.option("--offsets-decoder", is_flag=True, help="Decode __consumer_offsets records as JSON.")
+@click.option("--transaction-log-decoder", is_flag=True,
+              help="Decode __transaction_state records as JSON.")
+@click.option("--cluster-metadata-decoder", is_flag=True,
+              help="Decode KRaft __cluster_metadata record values as JSON.")
+@click.option("--skip-record-metadata", is_flag=True,
+              help="Print no record metadata (also no control record details).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
+              help="text: kafka-dump-log.sh lines; jsonl: one JSON object per batch, record, "
+                   "index entry and report item.")
+def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool,
+            deep_iteration: bool, verify_index_only: bool, index_sanity_check: bool,
+            max_message_size: int, max_bytes: int, key_decoder_class: str | None,
+            value_decoder_class: str | None, offsets_decoder: bool,
+            transaction_log_decoder: bool, cluster_metadata_decoder: bool,
+            skip_record_metadata: bool, fmt: str) -> None:
+    """Dump .log, .index, .timeindex, .txnindex, .snapshot and KRaft .checkpoint files the way
+    kafka-dump-log.sh (Kafka 4.x) prints them. Never changes a file."""
+    _decoder_class("--key-decoder-class", key_decoder_class)
+    _decoder_class("--value-decoder-class", value_decoder_class)
+    targets = [f for group in files for f in group.split(",") if f] + list(paths)
+    if not targets:
+        raise click.UsageError("give files to dump: --files a.log,b.index or file arguments")
+    # decoder precedence as in DumpLogSegments.messageParser
+    decoder = ("offsets" if offsets_decoder else "transaction-log" if transaction_log_decoder
+               else "cluster-metadata" if cluster_metadata_decoder else "string")
+    options = DumpOptions(
+        deep_iteration=deep_iteration,
+        print_data_log=(print_data_log or key_decoder_class is not None
+                        or value_decoder_class is not None),
+        verify_index_only=verify_index_only, index_sanity_check=index_sanity_check,
+        max_message_size=max_message_size, max_bytes=max_bytes, decoder=decoder,
+        skip_record_metadata=skip_record_metadata, format=fmt)
+    out = click.get_text_stream("stdout")
+    err = click.get_text_stream("stderr")
+    report = dump_files(targets, options, out, err)
+    out.flush()
+    if not report.ok:
+        sys.exit(1)
