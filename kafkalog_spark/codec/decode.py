@@ -11,7 +11,7 @@ entries (KAFKA_FORMATS §19.1)::
     header checks + CRC     codec ids, CRC-32 / CRC-32C of all entries in one kernel call
     decompress              one call into ``compression.decompress`` per compressed entry
     size pass, fill pass    ONE kernel call each for all records of the chunk
-                            (``_decode_kernels.decode_units``) writing into numpy arrays
+                            (``_decode_kernels.size_units``/``fill_units``) writing into numpy arrays
     Arrow                   ``pa.Array.from_buffers`` over those arrays; no per-record Python
 
 A chunk holds at most about ``max_rows`` records (v2 counts are known before decompressing),
@@ -394,7 +394,7 @@ class _Decoder:
                 units.base_seq, lo, hi, self.options.verify_crc, CRC32_TABLES, units.status,
                 units.err_pos, n_rows, units.first_offset, cur)
         i32, u8 = np.zeros(1, np.int32), _EMPTY
-        K.decode_units(False, *head, np.zeros(0, np.int64), np.zeros(0, np.int64), _EMPTY_I8,
+        K.size_units(*head, np.zeros(0, np.int64), np.zeros(0, np.int64), _EMPTY_I8,
                        i32, i32, i32, u8, u8, i32, u8, u8, i32, u8, i32, u8, i32, u8, u8,
                        self.options.include_headers)
         rows, kd, vd, nh, hkd, hvd = (int(x) for x in cur)
@@ -414,7 +414,7 @@ class _Decoder:
             "hval_valid": np.empty(nh, np.uint8),
         }
         cur[:] = 0
-        K.decode_units(True, *head, c["offset"], c["ts"], c["ts_type"], c["seq"], c["unit"],
+        K.fill_units(*head, c["offset"], c["ts"], c["ts_type"], c["seq"], c["unit"],
                        c["key_off"], c["key_data"], c["key_valid"], c["val_off"], c["val_data"],
                        c["val_valid"], c["hdr_off"], c["hdr_valid"], c["hkey_off"],
                        c["hkey_data"], c["hval_off"], c["hval_data"], c["hval_valid"],
