@@ -197,3 +197,91 @@ def test_refuses_a_log_dir_locked_by_a_live_process(tmp_path: Path) -> None:
     finally:
         holder.kill()
         holder.wait()
+
+
+# --- staging and publishing (shared with the Spark writer) -------------------------------------
+
+
+def staging_leftovers(log_dir: Path) -> list[Path]:
+    return sorted(log_dir.parent.glob(f".{log_dir.name}.kafkalog-staging-*"))
+
+
+def test_staging_is_a_sibling_and_is_removed(tmp_path: Path) -> None:
+    from kafkalog_spark.log.writer import create_staging_dir
+
+    log_dir = tmp_path / "logs"
+    kl.write_log(records(50), log_dir)
+    assert staging_leftovers(log_dir) == []
+    assert sorted(p.name for p in log_dir.iterdir() if p.is_dir()) == ["orders-0"]
+    staging = create_staging_dir(log_dir)
+    assert staging.parent == log_dir.parent and staging.name.startswith(".logs.kafkalog-staging-")
+
+
+def test_overwrite_replaces_only_the_partitions_written(tmp_path: Path) -> None:
+    kl.write_log(records(300, partitions=2), tmp_path, codec="gzip")
+    topic_id = (tmp_path / "orders-0" / "partition.metadata").read_text()
+    (tmp_path / "log-start-offset-checkpoint").write_text("0\n1\norders 0 100\n")
+    new = records(40, partitions=1, seed=9)
+    metrics = kl.write_log(new, tmp_path, mode="overwrite", codec="zstd", leader_epoch=7)
+    assert metrics["written"][0]["replaced"] is True
+    got = read_rows(tmp_path, partitions=[0])
+    assert got == strip(expected_rows(new))  # offsets start at 0 again
+    assert len(read_rows(tmp_path, partitions=[1])) == 150  # untouched
+    assert (tmp_path / "orders-0" / "partition.metadata").read_text() == topic_id
+    epochs = parse_leader_epoch_checkpoint((tmp_path / "orders-0" / "leader-epoch-checkpoint").read_text())
+    assert [(e.epoch, e.start_offset) for e in epochs] == [(7, 0)]
+    assert parse_offset_checkpoint((tmp_path / "log-start-offset-checkpoint").read_text()) == {}
+    rp = parse_offset_checkpoint((tmp_path / "recovery-point-offset-checkpoint").read_text())
+    assert rp == {("orders", 0): 40, ("orders", 1): 150}
+    assert sorted(p.name for p in (tmp_path / "orders-0").glob("*.snapshot")) == [
+        "00000000000000000040.snapshot"]
+    assert verify(tmp_path, deep=True).ok
+    assert staging_leftovers(tmp_path) == []
+
+
+def test_stagers_shift_whole_segments_in_order(tmp_path: Path) -> None:
+    """Three writers stage provisional offsets from 0; publishing shifts their segments after
+    the log end offset, in ``order``, without re-encoding (CRCs still valid)."""
+    from kafkalog_spark.log.lock import hold_lock
+    from kafkalog_spark.log.writer import (PartitionStager, WriteSettings, create_staging_dir,
+                                           publish, remove_staging_dir)
+
+    log_dir = tmp_path / "logs"
+    kl.write_log(records(100), log_dir, codec="snappy")
+    settings = WriteSettings(codec="lz4", segment_bytes=4096, max_batch_records=30)
+    staging = create_staging_dir(log_dir)
+    chunks = [records(n, seed=s) for n, s in ((120, 3), (0, 4), (250, 5))]
+    staged = []
+    for order in (2, 0, 1):  # staged out of order; published by order
+        st = PartitionStager(staging / f"t{order}", "orders", 0, order=order, settings=settings)
+        for piece in chunks[order].to_batches(max_chunksize=37):
+            st.add(piece)
+        staged.append(st.finish())
+    with hold_lock(log_dir):
+        written = publish(log_dir, staged, mode="append", leader_epoch=0, staging=staging)
+    remove_staging_dir(staging)
+    assert written[0].first_offset == 100 and written[0].next_offset == 470
+    want = expected_rows(pa.concat_tables([records(100)] + chunks))
+    assert read_rows(log_dir) == strip(want)
+    report = verify(log_dir, deep=True)
+    assert report.ok, report.problems
+    new_logs = [p for p in (log_dir / "orders-0").glob("*.log") if int(p.name[:20]) >= 100]
+    assert len(new_logs) > 3 and all(p.stat().st_size <= 4096 for p in new_logs)
+
+
+def test_kept_offsets_must_not_overlap_between_outputs(tmp_path: Path) -> None:
+    from kafkalog_spark.log.writer import PartitionStager, WriteSettings, create_staging_dir, publish
+
+    log_dir = tmp_path / "logs"
+    log_dir.mkdir()
+    staging = create_staging_dir(log_dir)
+    staged = []
+    for order, first in enumerate((10, 15)):
+        t = records(10).append_column("offset", pa.array(range(first, first + 10), pa.int64()))
+        st = PartitionStager(staging / f"t{order}", "orders", 0, order=order,
+                             settings=WriteSettings())
+        st.add(t)
+        staged.append(st.finish())
+    with pytest.raises(InvalidOptionError, match="below the previous output's end 20"):
+        publish(log_dir, staged, mode="append", leader_epoch=0, staging=staging)
+    assert list(log_dir.iterdir()) == []  # refused before anything moved
