@@ -1,20 +1,27 @@
 """Verification (log layer): can this log dir be trusted? Every problem located to the byte.
 
-Checks, per partition (segments in offset order):
+Checks, per segment (the unit of parallel work, :func:`verify_segment`):
 
 * **structure** — the shallow entry walk reaches the end of every ``.log`` (partial tails,
   zero-filled preallocated tails, sizes below the minimum, unknown magic);
 * **crc** — every batch / message checksum (CRC-32C for v2, CRC-32 for v0/v1);
-* **offsets** — offsets strictly increase across batches and segments, every batch lies at or
-  above its segment's base offset and within ``Integer.MAX_VALUE`` of it;
+* **offsets** — offsets strictly increase, every batch lies at or above its segment's base
+  offset and within ``Integer.MAX_VALUE`` of it;
 * **records** (``deep=True``) — every batch decompresses and its records parse exactly;
 * **index** / **timeindex** / **txnindex** — every entry of ``.index``/``.timeindex`` points
   where Kafka's rules say it must, preallocated zero tails, the time index's last entry versus
-  the segment's largest timestamp, ``.txnindex`` entries against the segment base;
-* **files** — leftovers of interrupted operations, orphaned indexes, a missing ``.index``,
-  unreadable checkpoint files.
+  the segment's largest timestamp, ``.txnindex`` sanity.
 
-Read-only: files are memory-mapped read-only and nothing is written.
+Per partition (:func:`check_segment_sequence`, :func:`verify_producer_state`): offsets increase
+across segments; the ``.txnindex`` of every segment equals what the ABORT markers in the log
+produce (§6.5); every producer snapshot's CRC, and its contents against a replay of the batch
+headers (§10); leftovers of interrupted operations and orphaned indexes.
+
+Per log dir (:func:`verify_log_dir_files`): checkpoint files parse and are sane — recovery point
+and high watermark ≤ log end, log start within the log, cleaner checkpoint in range (§11.3).
+
+Read-only: files are memory-mapped read-only and nothing is written. :func:`verify` runs it all
+in this process; :mod:`kafkalog_spark.recovery.verify_job` runs the same functions as a Spark job.
 """
 
 from __future__ import annotations
@@ -29,8 +36,11 @@ from ..codec import checkpoints as C
 from ..codec import layout as L
 from ..codec.crc import verify_crcs
 from ..codec.decode import DecodeOptions, decode_entries
-from ..codec.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index, read_txn_index
+from ..codec.index import (ABORTED_TXN_SIZE, OffsetIndex, TimeIndex, TxnIndex, read_offset_index,
+                           read_time_index, read_txn_index)
 from ..codec.scan import STOP_END, EntryTable, scan_entries
+from ..codec.snapshot import (PRODUCER_ENTRY, SNAPSHOT_HEADER, ProducerSnapshot,
+                              ProducerStateTracker, read_snapshot)
 from ..errors import KafkaLogError
 from . import naming as N
 from .atomic import read_checkpoint_file
@@ -77,6 +87,26 @@ class VerifyReport:
                 "problems": [asdict(p) for p in self.problems]}
 
 
+@dataclass
+class SegmentCheck:
+    """What :func:`verify_segment` found in one segment, plus the facts the partition-level
+    checks need (so they never re-read a segment's headers to learn them)."""
+
+    problems: list[Problem]
+    bytes: int
+    batches: int
+    records: int | None
+    first_offset: int | None  # first entry's first offset (legacy: its last offset)
+    first_position: int | None
+    last_offset: int | None  # last valid entry's last offset
+    valid_bytes: int  # end of the last entry before the first structure/CRC problem
+    producer_batches: bool  # any v2 batch with a producer id (needs the producer replay)
+
+    @property
+    def next_offset(self) -> int | None:
+        return None if self.last_offset is None else self.last_offset + 1
+
+
 def verify(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
            deep: bool = False, check_indexes: bool = True) -> VerifyReport:
     """Verify log dirs, partition dirs or single ``.log`` files.
@@ -96,11 +126,40 @@ def verify(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
         ``report.ok`` is False when any error-severity problem was found.
     """
     found = discover(paths)
+    parts = found.all_partition_dirs()
+    checks = [[verify_segment(seg, deep=deep, check_indexes=check_indexes,
+                              active=i == len(part.segments) - 1, topic=part.topic,
+                              partition=part.partition)
+               for i, seg in enumerate(part.segments)] for part in parts]
+    states = [verify_producer_state(part, c, check_indexes=check_indexes)
+              for part, c in zip(parts, checks)]
+    return assemble_report(found, paths, checks, states, deep=deep)
+
+
+def assemble_report(found, paths, checks: list[list[SegmentCheck]],
+                    states: list[list[Problem]], *, deep: bool) -> VerifyReport:
+    """Combine per-segment and per-partition results (computed here or by Spark tasks, in
+    ``found.all_partition_dirs()`` order) with the log-dir checks into one report."""
     report = VerifyReport(records=0 if deep else None)
+    parts = found.all_partition_dirs()
+    ends: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}
+    for part, seg_checks, state in zip(parts, checks, states):
+        report.partitions += 1
+        report.problems.extend(_partition_file_problems(part))
+        for c in seg_checks:
+            report.segments += 1
+            report.bytes += c.bytes
+            report.batches += c.batches
+            if deep:
+                report.records = (report.records or 0) + (c.records or 0)
+            report.problems.extend(c.problems)
+        report.problems.extend(check_segment_sequence(part.segments, seg_checks))
+        report.problems.extend(state)
+        if part.topic is not None and part.partition is not None and part.kind is None:
+            ends.setdefault(str(part.path.parent), {})[(part.topic, part.partition)] = \
+                partition_bounds(part, seg_checks)
     for log_dir in found.log_dirs:
-        _check_log_dir_files(log_dir, report)
-    for part in found.all_partition_dirs():
-        _verify_partition(part, report, deep=deep, check_indexes=check_indexes)
+        report.problems.extend(verify_log_dir_files(log_dir, ends.get(str(log_dir.path), {})))
     if report.partitions == 0:
         report.problems.append(Problem(WARNING, "files", "no partition dirs or segments found "
                                        "(is this the log dir named in log.dirs?)",
@@ -117,49 +176,133 @@ def _as_list(paths) -> list:
     return [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
 
 
-# --- per log dir / partition ----------------------------------------------------------------
+def partition_bounds(part: PartitionDir, checks: Sequence[SegmentCheck]) -> tuple[int, int]:
+    """``(first segment base offset, log end offset)``; the log end is ``readNextOffset`` of
+    the last segment (its base offset when it holds no valid entry)."""
+    if not part.segments:
+        return 0, 0
+    last = checks[-1].next_offset
+    return part.segments[0].base_offset, part.segments[-1].base_offset if last is None else last
 
 
-def _check_log_dir_files(log_dir: LogDir, report: VerifyReport) -> None:
+# --- per log dir ------------------------------------------------------------------------------
+
+
+def verify_log_dir_files(log_dir: LogDir, ends: dict[tuple[str, int], tuple[int, int]]) -> list[Problem]:
+    """Checkpoint files of one log dir parse, and their offsets fit the logs: recovery point and
+    high watermark ≤ log end offset, log start offset within ``[first base, log end]``, cleaner
+    checkpoint within ``[log start, log end]``.
+
+    Parameters
+    ----------
+    log_dir : LogDir
+        As discovered.
+    ends : dict
+        ``{(topic, partition): (first segment base offset, log end offset)}`` of its partitions.
+    """
+    problems: list[Problem] = []
+    values: dict[str, dict[tuple[str, int], int]] = {}
     for name in N.CHECKPOINT_FILES:
         path = log_dir.path / name
         if path.exists():
             try:
-                read_checkpoint_file(path, C.parse_offset_checkpoint)
+                values[name] = read_checkpoint_file(path, C.parse_offset_checkpoint)
             except KafkaLogError as exc:
-                report.problems.append(_from_error(exc, "checkpoint"))
+                problems.append(_from_error(exc, "checkpoint"))
     for path in log_dir.leftovers:
-        report.problems.append(Problem(WARNING, "files", "leftover temporary file of an "
-                                       "interrupted checkpoint write", str(path)))
+        problems.append(Problem(WARNING, "files", "leftover temporary file of an "
+                                "interrupted checkpoint write", str(path)))
+    starts = values.get(N.LOG_START_OFFSET_CHECKPOINT, {})
+    for name, offsets in values.items():
+        file = str(log_dir.path / name)
+        for tp, offset in sorted(offsets.items()):
+            if tp not in ends:
+                continue
+            first, leo = ends[tp]
+            log_start = max(starts.get(tp, first), first)
+            where = f"{tp[0]}-{tp[1]}: {name} holds {offset}"
+            if name in (N.RECOVERY_POINT_CHECKPOINT, N.REPLICATION_OFFSET_CHECKPOINT) and offset > leo:
+                problems.append(Problem(ERROR, "checkpoint", f"{where}, beyond the log end offset "
+                                        f"{leo}", file, None, offset))
+            elif name == N.LOG_START_OFFSET_CHECKPOINT and offset > leo:
+                problems.append(Problem(ERROR, "checkpoint", f"{where}, beyond the log end offset "
+                                        f"{leo} (a broker would delete every segment)", file, None,
+                                        offset))
+            elif name == N.LOG_START_OFFSET_CHECKPOINT and offset < first:
+                problems.append(Problem(WARNING, "checkpoint", f"{where}, below the first segment's "
+                                        f"base offset {first} (ignored by a broker)", file, None,
+                                        offset))
+            elif name == N.CLEANER_OFFSET_CHECKPOINT and offset > leo:
+                problems.append(Problem(ERROR, "checkpoint", f"{where}, beyond the log end offset "
+                                        f"{leo}", file, None, offset))
+            elif name == N.CLEANER_OFFSET_CHECKPOINT and offset < log_start:
+                problems.append(Problem(WARNING, "checkpoint", f"{where}, below the log start "
+                                        f"offset {log_start} (the cleaner resets it)", file, None,
+                                        offset))
+    return problems
 
 
-def _verify_partition(part: PartitionDir, report: VerifyReport, *, deep: bool,
-                      check_indexes: bool) -> None:
-    report.partitions += 1
+# --- per partition -----------------------------------------------------------------------------
+
+
+def _partition_file_problems(part: PartitionDir) -> list[Problem]:
+    problems = []
     for path in part.leftovers:
-        report.problems.append(Problem(WARNING, "files", "leftover of an interrupted segment "
-                                       "operation (run `kafkalog recover`)", str(path)))
+        problems.append(Problem(WARNING, "files", "leftover of an interrupted segment "
+                                "operation (run `kafkalog recover`)", str(path)))
     for path in part.orphan_indexes:
-        report.problems.append(Problem(WARNING, "files", "index file without its .log "
-                                       "(a broker deletes it at load)", str(path)))
+        problems.append(Problem(WARNING, "files", "index file without its .log "
+                                "(a broker deletes it at load)", str(path)))
+    return problems
+
+
+def check_segment_sequence(segments: Sequence[Segment], checks: Sequence[SegmentCheck]) -> list[Problem]:
+    """Offsets increase across segment boundaries: each segment's first entry follows the
+    previous segment's last valid entry."""
+    problems = []
     prev_last: int | None = None
-    segments = part.segments
-    for i, seg in enumerate(segments):
-        report.segments += 1
-        report.bytes += seg.log_size
-        active = i == len(segments) - 1
-        prev_last = _verify_segment(part, seg, prev_last, report, deep=deep,
-                                    check_indexes=check_indexes, active=active)
+    for seg, c in zip(segments, checks):
+        if c.first_offset is not None and prev_last is not None and c.first_offset <= prev_last:
+            problems.append(Problem(ERROR, "offsets", f"offset {c.first_offset} does not follow "
+                                    f"the previous segment's last offset {prev_last}",
+                                    str(seg.log), c.first_position, c.first_offset))
+        if c.last_offset is not None:
+            prev_last = c.last_offset
+    return problems
 
 
-def _verify_segment(part: PartitionDir, seg: Segment, prev_last: int | None,
-                    report: VerifyReport, *, deep: bool, check_indexes: bool,
-                    active: bool) -> int | None:
+# --- per segment -------------------------------------------------------------------------------
+
+
+def verify_segment(seg: Segment, *, deep: bool = False, check_indexes: bool = True,
+                   active: bool = False, topic: str | None = None,
+                   partition: int | None = None) -> SegmentCheck:
+    """Check one segment's ``.log`` (structure, CRCs, offsets, optionally records) and its
+    ``.index``/``.timeindex``/``.txnindex`` (file-local checks only).
+
+    Parameters
+    ----------
+    seg : Segment
+        As discovered.
+    deep : bool
+        Decompress every batch and parse every record.
+    check_indexes : bool
+        Check the index files against the log.
+    active : bool
+        The partition's last segment (a preallocated index tail is only a warning there).
+    topic, partition : optional
+        Written into decoded rows (``deep``) only.
+
+    Returns
+    -------
+    SegmentCheck
+    """
     file = str(seg.log)
-    problems = report.problems
+    problems: list[Problem] = []
+    records = None
     with mapped_file(seg.log) as buf:
         table = scan_entries(buf)
-        report.batches += len(table)
+        valid_bytes = table.stop_position
         if table.stop_code != STOP_END:
             zero = not buf[table.stop_position:].any()
             reason = ("zero-filled tail (a preallocated segment not trimmed: unclean shutdown)"
@@ -172,32 +315,43 @@ def _verify_segment(part: PartitionDir, seg: Segment, prev_last: int | None,
         for i in bad.tolist():
             problems.append(Problem(ERROR, "crc", f"checksum mismatch (stored {int(table.crc[i])})",
                                     file, int(table.position[i]), int(table.offset[i])))
-        prev_last = _check_offsets(table, seg, prev_last, problems)
+        if len(bad):
+            valid_bytes = int(table.position[bad[0]])
+        _check_offsets(table, seg, problems)
         if deep:
-            report.records = (report.records or 0) + _deep_check(buf, table, part, seg, problems)
+            records = _deep_check(buf, table, topic, partition, seg, problems)
+        n = len(table)
+        producer_batches = bool(((table.magic == 2) & (table.producer_id >= 0)).any())
     if check_indexes:
         _check_indexes(seg, table, problems, active=active)
-    return prev_last
+    first = None
+    if n:
+        first = int(table.offset[0]) if table.magic[0] == 2 else int(table.last_offset[0])
+    valid = table.position < valid_bytes
+    return SegmentCheck(
+        problems=problems, bytes=seg.log_size, batches=n, records=records,
+        first_offset=first, first_position=int(table.position[0]) if n else None,
+        last_offset=int(table.last_offset[valid][-1]) if valid.any() else None,
+        valid_bytes=valid_bytes, producer_batches=producer_batches)
 
 
 def _base_at(table: EntryTable, i: int) -> int | None:
     return int(table.offset[i]) if 0 <= i < len(table) else None
 
 
-def _check_offsets(table: EntryTable, seg: Segment, prev_last: int | None,
-                   problems: list[Problem]) -> int | None:
+def _check_offsets(table: EntryTable, seg: Segment, problems: list[Problem]) -> None:
     """Offsets strictly increase; batches sit in ``[base, base + 2^31 - 1]`` of the segment.
 
     A v2 batch's first offset is its base offset; a legacy entry's is only known after
     decompression, so for legacy entries the (last) offset itself must increase."""
     n = len(table)
     if n == 0:
-        return prev_last
+        return
     file = str(seg.log)
     first = np.where(table.magic == 2, table.offset, table.last_offset)
     last = table.last_offset
     previous = np.empty(n, np.int64)
-    previous[0] = np.iinfo(np.int64).min if prev_last is None else prev_last
+    previous[0] = np.iinfo(np.int64).min
     previous[1:] = last[:-1]
     for i in np.flatnonzero(first <= previous).tolist():
         problems.append(Problem(ERROR, "offsets", f"offset {int(first[i])} does not follow the "
@@ -214,22 +368,165 @@ def _check_offsets(table: EntryTable, seg: Segment, prev_last: int | None,
         i = int(np.flatnonzero(last < 0)[0])
         problems.append(Problem(ERROR, "offsets", "negative offset", file, int(table.position[i]),
                                 int(table.offset[i])))
-    return int(last[-1])
 
 
-def _deep_check(buf: np.ndarray, table: EntryTable, part: PartitionDir, seg: Segment,
-                problems: list[Problem]) -> int:
+def _deep_check(buf: np.ndarray, table: EntryTable, topic: str | None, partition: int | None,
+                seg: Segment, problems: list[Problem]) -> int:
     """Decode every record (CRC already checked); returns the number of records."""
     options = DecodeOptions(verify_crc=False, on_error="skip", include_control=True,
                             allow_partial_tail=True)
     end = table.stop_position  # the structure check already reported what follows
-    result = decode_entries(buf, topic=part.topic or "", partition=part.partition or 0,
+    result = decode_entries(buf, topic=topic or "", partition=partition or 0,
                             options=options, end=end, file=str(seg.log))
     records = sum(b.num_rows for b in result)
     for bad in result.bad_ranges:
         problems.append(Problem(ERROR, "records", bad.reason, bad.file, bad.start,
                                 bad.base_offset))
     return records
+
+
+# --- producer state: .txnindex against the markers, producer snapshots -------------------------
+
+
+def verify_producer_state(part: PartitionDir, checks: Sequence[SegmentCheck], *,
+                          check_indexes: bool = True) -> list[Problem]:
+    """Replay the batch headers of a partition's valid entries with the broker's producer-state
+    rules and compare: each segment's ``.txnindex`` with the aborted transactions its ABORT
+    markers close (§6.5), each producer snapshot with the replayed state at its offset (§10).
+
+    The replay starts from a valid snapshot at the first segment's base offset when there is
+    one (state from segments retention removed), else from nothing; it stops after the first
+    segment with a structure or CRC problem. Producers a snapshot holds but the replay never
+    met are accepted when their last offset lies before the first segment; producers the replay
+    met but a snapshot lacks are warnings (a broker drops expired producers).
+    """
+    problems: list[Problem] = []
+    snaps = _read_snapshots(part, problems)
+    if not part.segments:
+        return problems
+    first_base, leo = partition_bounds(part, checks)
+    for off, path in sorted((o, p) for o, p, s in snaps if s is not None and o > leo):
+        problems.append(Problem(ERROR, "snapshot", f"producer snapshot at offset {off} is beyond "
+                                f"the log end offset {leo}", str(path), None, off))
+    valid = {o: (p, s) for o, p, s in snaps if s is not None and o <= leo}
+    has_txn_files = check_indexes and any(s.txnindex is not None for s in part.segments)
+    if not (any(c.producer_batches for c in checks) or valid or has_txn_files):
+        return problems
+    tracker = ProducerStateTracker()
+    if first_base in valid:
+        tracker.load_snapshot(valid[first_base][1])
+    pending = sorted(o for o in valid if o > first_base)
+    for seg, c in zip(part.segments, checks):
+        aborted: list = []
+        try:
+            with mapped_file(seg.log) as buf:
+                data = buf[:c.valid_bytes]
+                table = scan_entries(data)
+                end = seg.base_offset if c.next_offset is None else c.next_offset
+                cut = 0
+                while pending and pending[0] <= end:
+                    snap_offset = pending.pop(0)
+                    k = int(np.searchsorted(table.last_offset, snap_offset, side="left"))
+                    aborted += _apply(tracker, data, table, cut, k, str(seg.log))
+                    cut = k
+                    path, snap = valid[snap_offset]
+                    problems.extend(_compare_snapshot(snap, tracker, first_base, str(path)))
+                aborted += _apply(tracker, data, table, cut, len(table), str(seg.log))
+        except KafkaLogError as exc:
+            problems.append(_from_error(exc, "txnindex"))
+            return problems
+        if check_indexes:
+            problems.extend(_compare_txn_index(seg, aborted))
+        if c.valid_bytes < c.bytes:
+            break  # the state after a damaged segment means nothing
+    return problems
+
+
+def _apply(tracker: ProducerStateTracker, data: np.ndarray, table: EntryTable, lo: int, hi: int,
+           file: str) -> list:
+    if hi <= lo:
+        return []
+    start = int(table.position[lo])
+    stop = int(table.position[hi]) if hi < len(table) else table.stop_position
+    try:
+        return tracker.apply(data[start:stop], file=file)
+    except KafkaLogError as exc:
+        raise exc.at(file, start) from exc
+
+
+def _read_snapshots(part: PartitionDir, problems: list[Problem]) -> list[tuple[int, object, ProducerSnapshot | None]]:
+    out = []
+    for path in part.snapshots:
+        offset = N.offset_from_file_name(path.name)
+        try:
+            with mapped_file(path) as buf:
+                snap = read_snapshot(buf, file=str(path))
+        except KafkaLogError as exc:
+            problems.append(Problem(ERROR, "snapshot", exc.reason, exc.file, exc.position, offset))
+            snap = None
+        out.append((offset, path, snap))
+    return out
+
+
+_COMPARED = ("producer_epoch", "last_sequence", "last_offset", "offset_delta", "timestamp",
+             "coordinator_epoch", "current_txn_first_offset")
+
+
+def _compare_snapshot(snap: ProducerSnapshot, tracker: ProducerStateTracker, first_base: int,
+                      file: str) -> list[Problem]:
+    replayed = {e.producer_id: e for e in tracker.snapshot().entries}
+    problems = []
+    for i, e in enumerate(snap.entries):
+        pos = SNAPSHOT_HEADER.size + i * PRODUCER_ENTRY.size
+        r = replayed.pop(e.producer_id, None)
+        if r is None:
+            if e.last_offset >= first_base or e.current_txn_first_offset >= first_base:
+                problems.append(Problem(ERROR, "snapshot", f"producer {e.producer_id} has state at "
+                                        f"offset {max(e.last_offset, e.current_txn_first_offset)} "
+                                        "but no batch of it is in the log", file, pos))
+            continue
+        fields = [f for f in _COMPARED if getattr(e, f) != getattr(r, f)
+                  and not (f in ("last_sequence", "last_offset", "offset_delta") and r.last_offset < 0)
+                  and not (f == "coordinator_epoch" and r.coordinator_epoch < 0)
+                  and not (f == "current_txn_first_offset" and r.current_txn_first_offset < 0
+                           and e.current_txn_first_offset < first_base)]
+        if fields:
+            diff = ", ".join(f"{f} {getattr(e, f)} (log says {getattr(r, f)})" for f in fields)
+            problems.append(Problem(ERROR, "snapshot", f"producer {e.producer_id}: {diff}", file, pos))
+    for pid in sorted(replayed):
+        problems.append(Problem(WARNING, "snapshot", f"producer {pid} of the log is not in the "
+                                "snapshot (expired?)", file, None))
+    return problems
+
+
+def _compare_txn_index(seg: Segment, aborted: list) -> list[Problem]:
+    expected = TxnIndex.from_entries(seg.base_offset, [(t.producer_id, t.first_offset, t.last_offset,
+                                                        t.last_stable_offset) for t in aborted])
+    file = str(seg.txnindex or seg.log.with_name(N.segment_file_name(seg.base_offset, N.TXN_INDEX)))
+    if seg.txnindex is None:
+        if len(expected):
+            return [Problem(ERROR, "txnindex", f"missing .txnindex: the log's markers abort "
+                            f"{len(expected)} transactions", file, None, seg.base_offset)]
+        return []
+    try:
+        with mapped_file(seg.txnindex) as buf:
+            found = read_txn_index(buf, seg.base_offset, file=file)
+    except KafkaLogError:
+        return []  # already reported by the file-local check
+    cols = ("producer_id", "first_offset", "last_offset", "last_stable_offset")
+    n = min(len(found), len(expected))
+    for i in range(n):
+        a = tuple(int(getattr(found, c)[i]) for c in cols)
+        b = tuple(int(getattr(expected, c)[i]) for c in cols)
+        if a != b:
+            return [Problem(ERROR, "txnindex", f"entry {i} (producer, first, last, LSO) = {a}; "
+                            f"the markers in the log say {b}", file, i * ABORTED_TXN_SIZE,
+                            seg.base_offset)]
+    if len(found) != len(expected):
+        return [Problem(ERROR, "txnindex", f"{len(found)} aborted transactions indexed; the "
+                        f"markers in the log abort {len(expected)}", file, n * ABORTED_TXN_SIZE,
+                        seg.base_offset)]
+    return []
 
 
 # --- indexes --------------------------------------------------------------------------------
