@@ -1,0 +1,266 @@
+"""The ``kafkalog`` writer (Spark layer): ``df.write.format("kafkalog").save(log_dir)``.
+
+Tasks stage, the driver publishes — both through :mod:`kafkalog_spark.log.writer`, the same
+code ``write_log`` runs:
+
+* ``write()`` (in each task) routes every row to its (topic, partition) — the ``partition``
+  column, else Kafka's default partitioner (:mod:`kafkalog_spark.codec.partitioner`) over
+  ``numPartitions`` or the topic's existing partition count — and stages complete segments with
+  provisional offsets (or the ``offset`` column's) in
+  ``<parent>/.<log dir name>.kafkalog-staging-<job id>/task-<spark partition>-<attempt id>/``,
+  a sibling of the log dir, never inside it. It returns a commit message naming its segments.
+* ``commit()`` (on the driver, holding the log dir's ``.lock``) publishes the staged outputs of
+  each partition ordered by Spark partition id (or by kept offsets), then deletes the staging
+  folder — including outputs of failed or killed attempts, which no message names.
+* ``abort()`` deletes the staging folder; the log dir was never touched.
+
+Modes: ``append`` continues each partition from its log end offset; ``overwrite`` replaces the
+partitions that receive rows and nothing else (see :mod:`kafkalog_spark.log.writer` for the
+exact effect and what a crash during commit leaves).
+
+Columns: ``value`` (required), ``key`` (binary or string), ``topic`` (or the ``topic``
+option), ``partition``, ``timestamp`` (timestamp or long ms; null: now), ``headers``,
+``offset`` (keeps the offsets: copying or re-compressing a log exactly). The reader's
+``timestampType`` and metadata columns are accepted and not written: every batch is written
+as CreateTime, without producer ids, leader epoch from the ``leaderEpoch`` option.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
+
+from ..codec.partitioner import default_partitions
+from ..codec.schema import METADATA_COLUMNS
+from ..errors import InvalidOptionError, Location, LogDirError
+from ..log import naming as N
+from ..log.lock import ensure_not_locked, hold_lock
+from ..log.writer import (STAGING_INFIX, PartitionStager, StagedPartition, metrics, publish,
+                          remove_staging_dir)
+from .write_options import WriteOptions, parse_write_options
+
+WRITTEN_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
+IGNORED_COLUMNS = ("timestampType", *METADATA_COLUMNS)
+_INTEGER_TYPES = ("byte", "short", "integer", "long")
+
+
+@dataclass(frozen=True)
+class KafkaLogCommitMessage(WriterCommitMessage):
+    """What one task staged (sent to the driver)."""
+
+    spark_partition: int
+    attempt_id: int
+    rows: int
+    staged: tuple[StagedPartition, ...]
+
+
+class KafkaLogWriter(DataSourceArrowWriter):
+    """Stage in tasks, publish on the driver (see the module docstring).
+
+    Parameters
+    ----------
+    options : dict
+        The write options (:mod:`kafkalog_spark.datasource.write_options`), any case.
+    schema : pyspark.sql.types.StructType
+        The DataFrame's schema.
+    overwrite : bool
+        ``mode("overwrite")``.
+
+    Raises
+    ------
+    InvalidOptionError
+        Bad options or columns.
+    LogDirLockedError
+        A live process (a broker) holds the log dir's ``.lock``.
+    """
+
+    def __init__(self, options: dict, schema: Any, overwrite: bool) -> None:
+        self.options: WriteOptions = parse_write_options(options)
+        self.overwrite = bool(overwrite)
+        self.log_dir = str(Path(self.options.path).absolute())
+        self._check_schema(schema)
+        log_dir = Path(self.log_dir)
+        if log_dir.exists():
+            if not log_dir.is_dir():
+                raise LogDirError("the target is not a directory", Location(self.log_dir))
+            ensure_not_locked(log_dir)
+        elif not log_dir.parent.is_dir():
+            raise LogDirError("the parent of the log dir does not exist", Location(self.log_dir))
+        self.partition_counts = existing_partition_counts(log_dir)
+        topic = self.options.topic
+        if (topic is not None and not self.has_partition and self.options.num_partitions is None
+                and topic not in self.partition_counts):
+            raise InvalidOptionError(
+                f"topic {topic!r} has no partitions in {self.log_dir} and the DataFrame has no "
+                "partition column; give the numPartitions option")
+        self.job_id = os.urandom(8).hex()
+        self.staging = str(log_dir.parent / f".{log_dir.name}{STAGING_INFIX}{self.job_id}")
+        self.last_metrics: dict | None = None
+
+    def _check_schema(self, schema: Any) -> None:
+        fields = {f.name: f.dataType for f in schema.fields}
+        unknown = [n for n in fields if n not in WRITTEN_COLUMNS and n not in IGNORED_COLUMNS]
+        if unknown:
+            raise InvalidOptionError(
+                f"unknown column(s) {unknown}; kafkalog writes {', '.join(WRITTEN_COLUMNS)} "
+                f"(and ignores {', '.join(IGNORED_COLUMNS)})")
+        if "value" not in fields:
+            raise InvalidOptionError(f"the DataFrame has no 'value' column (columns: {list(fields)})")
+        has_topic = "topic" in fields
+        if has_topic == (self.options.topic is not None):
+            raise InvalidOptionError("give the topic either as a 'topic' column or as the topic "
+                                     "option, exactly one of them")
+        for name in ("partition", "offset"):
+            if name in fields and fields[name].typeName() not in _INTEGER_TYPES:
+                raise InvalidOptionError(f"column {name!r} has type {fields[name].simpleString()}; "
+                                         "expected an integer type")
+        self.has_partition = "partition" in fields
+        self.columns = tuple(n for n in WRITTEN_COLUMNS if n in fields)
+
+    # --- tasks ---------------------------------------------------------------------------------
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaLogCommitMessage:
+        """Stage this task's rows (runs in a Spark task)."""
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+        if ctx is not None:
+            pid, attempt = ctx.partitionId(), ctx.taskAttemptId()
+        else:  # called outside Spark (tests, embedding): each call is the next "task"
+            self._local_calls = pid = getattr(self, "_local_calls", -1) + 1
+            attempt = 0
+        task_dir = Path(self.staging) / f"task-{pid:05d}-{attempt}"
+        router = _Router(self, pid)
+        stagers: dict[tuple[str, int], PartitionStager] = {}
+        rows = 0
+        try:
+            for batch in iterator:
+                rows += batch.num_rows
+                for (topic, partition), part in router.split(batch):
+                    stager = stagers.get((topic, partition))
+                    if stager is None:
+                        stager = stagers[(topic, partition)] = PartitionStager(
+                            task_dir / N.partition_dir_name(topic, partition), topic, partition,
+                            order=pid, settings=self.options.settings)
+                    stager.add(part)
+            staged = tuple(stagers[k].finish() for k in sorted(stagers))
+        except BaseException:
+            for stager in stagers.values():
+                stager.abandon()
+            raise
+        return KafkaLogCommitMessage(pid, attempt, rows, staged)
+
+    # --- driver ----------------------------------------------------------------------------------
+
+    def commit(self, messages: list[KafkaLogCommitMessage | None]) -> None:
+        """Publish every task's staged segments into the log dir, then drop the staging folder."""
+        try:
+            log_dir = Path(self.log_dir)
+            log_dir.mkdir(exist_ok=True)
+            staged = [s for m in messages if m is not None for s in m.staged]
+            topic_ids = ({self.options.topic: self.options.topic_id}
+                         if self.options.topic_id is not None else None)
+            with hold_lock(log_dir):
+                written = publish(log_dir, staged,
+                                  mode="overwrite" if self.overwrite else "append",
+                                  leader_epoch=self.options.settings.leader_epoch,
+                                  topic_ids=topic_ids, staging=self.staging)
+            self.last_metrics = metrics(written)
+        finally:
+            remove_staging_dir(self.staging)
+
+    def abort(self, messages: list[KafkaLogCommitMessage | None]) -> None:
+        """Delete everything staged; the log dir was not touched."""
+        remove_staging_dir(self.staging)
+
+
+class _Router:
+    """Splits a task's Arrow batches by (topic, partition), input order kept inside a group."""
+
+    def __init__(self, writer: KafkaLogWriter, spark_partition: int) -> None:
+        self.topic = writer.options.topic
+        self.columns = writer.columns
+        self.has_partition = writer.has_partition
+        self.num_partitions = writer.options.num_partitions
+        self.partition_counts = writer.partition_counts
+        self.null_next: dict[str, int] = {}  # round-robin position of the next null key
+        self.spark_partition = spark_partition
+
+    def split(self, batch: pa.RecordBatch) -> Iterator[tuple[tuple[str, int], pa.Table]]:
+        n = batch.num_rows
+        if not n:
+            return
+        data = pa.Table.from_batches([batch]).select(
+            [c for c in self.columns if c not in ("topic", "partition")])
+        if self.topic is not None:
+            topics, codes = [self.topic], np.zeros(n, np.int64)
+        else:
+            col = batch.column("topic")
+            if col.null_count:
+                raise InvalidOptionError("the topic column has nulls")
+            enc = pc.dictionary_encode(col)
+            topics = enc.dictionary.to_pylist()
+            codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        parts = self._partitions(batch, topics, codes)
+        if len(topics) == 1 and (parts == parts[0]).all():
+            yield (topics[0], int(parts[0])), data
+            return
+        key = codes * (1 << 32) + parts
+        order = np.argsort(key, kind="stable")
+        sorted_key = key[order]
+        cuts = np.flatnonzero(np.diff(sorted_key)) + 1
+        for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, n]):
+            k = int(sorted_key[lo])
+            yield (topics[k >> 32], k & 0xFFFFFFFF), data.take(pa.array(order[lo:hi]))
+
+    def _partitions(self, batch: pa.RecordBatch, topics: list[str], codes: np.ndarray) -> np.ndarray:
+        if self.has_partition:
+            col = batch.column("partition")
+            if col.null_count:
+                raise InvalidOptionError("the partition column has nulls")
+            parts = col.to_numpy(zero_copy_only=False).astype(np.int64)
+            if len(parts) and (parts.min() < 0 or parts.max() > 2**31 - 1):
+                raise InvalidOptionError(f"partition numbers must be in [0, 2^31-1]; got "
+                                         f"{int(parts.min())}..{int(parts.max())}")
+            return parts
+        keys = batch.column("key") if "key" in batch.schema.names else pa.nulls(batch.num_rows)
+        parts = np.empty(batch.num_rows, np.int64)
+        for code, topic in enumerate(topics):
+            rows = np.flatnonzero(codes == code)
+            count = self.num_partitions or self.partition_counts.get(topic)
+            if count is None:
+                raise InvalidOptionError(f"topic {topic!r} has no partitions in the log dir and "
+                                         "there is no partition column; give numPartitions")
+            start = self.null_next.get(topic, self.spark_partition)
+            sub = keys if len(rows) == len(parts) else keys.take(pa.array(rows))
+            assigned, nulls = default_partitions(sub, count, null_start=start)
+            self.null_next[topic] = start + nulls
+            parts[rows] = assigned
+        return parts
+
+
+def existing_partition_counts(log_dir: str | os.PathLike[str]) -> dict[str, int]:
+    """``{topic: highest partition number + 1}`` over the live partition dirs of ``log_dir``
+    (what the default partitioner divides by when ``numPartitions`` is not given)."""
+    counts: dict[str, int] = {}
+    path = Path(log_dir)
+    if not path.is_dir():
+        return counts
+    for entry in os.scandir(path):
+        if not entry.is_dir(follow_symlinks=False):
+            continue
+        try:
+            parsed = N.parse_partition_dir_name(entry.name)
+        except LogDirError:
+            continue
+        if parsed.kind is None and parsed.topic is not None and parsed.partition is not None:
+            counts[parsed.topic] = max(counts.get(parsed.topic, 0), parsed.partition + 1)
+    return counts
