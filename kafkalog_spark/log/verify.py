@@ -430,7 +430,7 @@ def verify_producer_state(part: PartitionDir, checks: Sequence[SegmentCheck], *,
                     aborted += _apply(tracker, data, table, cut, k, str(seg.log))
                     cut = k
                     path, snap = valid[snap_offset]
-                    problems.extend(_compare_snapshot(snap, tracker, first_base, str(path)))
+                    problems.extend(compare_snapshot(snap, tracker, first_base, str(path)))
                 aborted += _apply(tracker, data, table, cut, len(table), str(seg.log))
         except KafkaLogError as exc:
             problems.append(_from_error(exc, "txnindex"))
@@ -472,8 +472,10 @@ _COMPARED = ("producer_epoch", "last_sequence", "last_offset", "offset_delta", "
              "coordinator_epoch", "current_txn_first_offset")
 
 
-def _compare_snapshot(snap: ProducerSnapshot, tracker: ProducerStateTracker, first_base: int,
-                      file: str) -> list[Problem]:
+def compare_snapshot(snap: ProducerSnapshot, tracker: ProducerStateTracker, first_base: int,
+                     file: str) -> list[Problem]:
+    """Problems of ``snap`` against the state ``tracker`` replayed up to the snapshot's offset
+    (tolerant of producers from before ``first_base``, see :func:`verify_producer_state`)."""
     replayed = {e.producer_id: e for e in tracker.snapshot().entries}
     problems = []
     for i, e in enumerate(snap.entries):

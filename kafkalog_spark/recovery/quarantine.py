@@ -1,0 +1,252 @@
+"""Quarantine (recovery layer): where every byte that recovery removes from a log dir goes, with
+a manifest saying what it was, where it came from, why it was removed and its SHA-256.
+
+Layout (outside the log dir — a broker takes every sub-directory of a log dir for a partition,
+and a name it cannot parse takes the whole dir offline)::
+
+    <log dir>.kafkalog-quarantine/            default root, a sibling of the log dir
+        <UTC timestamp>/                      one run of `kafkalog recover --execute`
+            manifest.json                     {"version", "log_dir", "started", "complete",
+                                               "entries": [{file, start, end, reason, sha256,
+                                                            stored, kind}]}
+            <partition dir>/<file name>       a whole file moved here (kind "file")
+            <partition dir>/<file>.bytes-<start>-<end>   a cut byte range (kind "range")
+            <partition dir>/<file>.replaced-<sha8>       a file's old content before a rewrite
+
+Crash safety: the manifest entry is written (atomically) *before* the file leaves the log dir,
+a copied range is written to a temporary name and renamed, and a run whose manifest says
+``"complete": false`` is resumed by the next run instead of starting a new folder, skipping
+entries already recorded. So a process killed anywhere leaves every removed byte either still in
+the log dir or in the quarantine with its manifest entry.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ..errors import InvalidOptionError
+from ..log.atomic import atomic_write_bytes, fsync_dir
+
+QUARANTINE_SUFFIX = ".kafkalog-quarantine"
+MANIFEST = "manifest.json"
+MANIFEST_VERSION = 1
+_CHUNK = 1 << 20
+
+Step = Callable[[str], None]
+
+
+def default_root(log_dir: str | os.PathLike[str]) -> Path:
+    """``<log dir>.kafkalog-quarantine`` next to the log dir."""
+    p = Path(log_dir).resolve()
+    return p.with_name(p.name + QUARANTINE_SUFFIX)
+
+
+def sha256_of(path: Path, start: int = 0, end: int | None = None) -> str:
+    """SHA-256 (hex) of ``path[start:end]``, read in chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = None if end is None else end - start
+        while left is None or left > 0:
+            chunk = f.read(_CHUNK if left is None else min(_CHUNK, left))
+            if not chunk:
+                break
+            h.update(chunk)
+            if left is not None:
+                left -= len(chunk)
+    return h.hexdigest()
+
+
+class Quarantine:
+    """The quarantine of one log dir for one recovery run (created on first use).
+
+    Parameters
+    ----------
+    log_dir : path
+        The log dir whose files are quarantined (names are stored relative to it).
+    root : path, optional
+        Quarantine root; default :func:`default_root`. Must not lie inside the log dir.
+    step : callable, optional
+        Called with a label before each durable operation.
+    """
+
+    def __init__(self, log_dir: str | os.PathLike[str], root: str | os.PathLike[str] | None = None,
+                 step: Step | None = None) -> None:
+        self.log_dir = Path(log_dir).resolve()
+        self.root = Path(root).resolve() if root is not None else default_root(self.log_dir)
+        if self.root == self.log_dir or self.root.is_relative_to(self.log_dir):
+            raise InvalidOptionError(f"the quarantine {self.root} must not be inside the log dir "
+                                     f"{self.log_dir} (a broker would load it as a partition)")
+        self._step = step
+        self.run: Path | None = None
+        self._manifest: dict | None = None
+
+    # --- manifest -------------------------------------------------------------------------
+    def _say(self, label: str) -> None:
+        if self._step is not None:
+            self._step(label)
+
+    def _open_run(self) -> dict:
+        if self._manifest is not None:
+            return self._manifest
+        self.root.mkdir(parents=True, exist_ok=True)
+        for run in sorted(self.root.iterdir(), reverse=True):
+            doc = _load_manifest(run / MANIFEST)
+            if doc is not None and not doc.get("complete") and doc.get("log_dir") == str(self.log_dir):
+                self.run, self._manifest = run, doc
+                return doc
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        run = self.root / stamp
+        n = 1
+        while run.exists():
+            n += 1
+            run = self.root / f"{stamp}-{n}"
+        run.mkdir()
+        self.run = run
+        self._manifest = {"version": MANIFEST_VERSION, "log_dir": str(self.log_dir),
+                          "started": stamp, "complete": False, "entries": []}
+        self._save()
+        return self._manifest
+
+    def _save(self) -> None:
+        assert self.run is not None and self._manifest is not None
+        atomic_write_bytes(self.run / MANIFEST, json.dumps(self._manifest, indent=1).encode())
+
+    def _record(self, entry: dict) -> dict:
+        doc = self._open_run()
+        for old in doc["entries"]:
+            if all(old[k] == entry[k] for k in ("file", "start", "end", "sha256", "kind")):
+                return old
+        self._say(f"manifest: {entry['kind']} {entry['file']} [{entry['start']}, {entry['end']})")
+        doc["entries"].append(entry)
+        self._save()
+        return entry
+
+    @property
+    def entries(self) -> list[dict]:
+        """Manifest entries of this run so far."""
+        return list(self._manifest["entries"]) if self._manifest else []
+
+    def finish(self) -> None:
+        """Mark the run complete (nothing to do when nothing was quarantined)."""
+        if self._manifest is not None and not self._manifest["complete"]:
+            self._say("manifest: complete")
+            self._manifest["complete"] = True
+            self._save()
+
+    def _stored_path(self, path: Path, suffix: str) -> tuple[Path, str]:
+        assert self.run is not None
+        try:
+            rel = path.resolve().relative_to(self.log_dir)
+        except ValueError:
+            rel = Path(path.parent.name) / path.name
+        stored = self.run / rel.parent / (rel.name + suffix)
+        return stored, str(stored.relative_to(self.run))
+
+    # --- operations -----------------------------------------------------------------------
+    def move_file(self, path: str | os.PathLike[str], reason: str) -> dict:
+        """Move a whole file out of the log dir; returns its manifest entry."""
+        path = Path(path)
+        size = path.stat().st_size
+        digest = sha256_of(path)
+        self._open_run()
+        stored, rel = self._stored_path(path, "")
+        entry = self._record({"kind": "file", "file": str(path), "start": 0, "end": size,
+                              "reason": reason, "sha256": digest, "stored": rel})
+        stored = self.run / entry["stored"]  # type: ignore[operator]
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        self._say(f"move {path} -> {stored}")
+        if stored.exists() and sha256_of(stored) == digest:
+            os.remove(path)  # an earlier run copied it and died before removing the original
+        else:
+            _move(path, stored)
+        fsync_dir(path.parent)
+        fsync_dir(stored.parent)
+        return entry
+
+    def save_range(self, path: str | os.PathLike[str], start: int, end: int, reason: str) -> dict:
+        """Copy ``path[start:end]`` into the quarantine (the caller then cuts it)."""
+        path = Path(path)
+        digest = sha256_of(path, start, end)
+        self._open_run()
+        stored, rel = self._stored_path(path, f".bytes-{start}-{end}")
+        entry = self._record({"kind": "range", "file": str(path), "start": start, "end": end,
+                              "reason": reason, "sha256": digest, "stored": rel})
+        self._copy_range(path, start, end, self.run / entry["stored"], digest)  # type: ignore[operator]
+        return entry
+
+    def save_copy(self, path: str | os.PathLike[str], reason: str) -> dict:
+        """Keep a copy of a file's current content before it is rewritten."""
+        path = Path(path)
+        size = path.stat().st_size
+        digest = sha256_of(path)
+        self._open_run()
+        stored, rel = self._stored_path(path, f".replaced-{digest[:8]}")
+        entry = self._record({"kind": "replaced", "file": str(path), "start": 0, "end": size,
+                              "reason": reason, "sha256": digest, "stored": rel})
+        self._copy_range(path, 0, size, self.run / entry["stored"], digest)  # type: ignore[operator]
+        return entry
+
+    def _copy_range(self, path: Path, start: int, end: int, stored: Path, digest: str) -> None:
+        if stored.exists() and sha256_of(stored) == digest:
+            return
+        stored.parent.mkdir(parents=True, exist_ok=True)
+        tmp = stored.with_name(stored.name + ".tmp")
+        self._say(f"copy {path} [{start}, {end}) -> {stored}")
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            src.seek(start)
+            left = end - start
+            while left > 0:
+                chunk = src.read(min(_CHUNK, left))
+                if not chunk:
+                    break
+                dst.write(chunk)
+                left -= len(chunk)
+            dst.flush()
+            os.fsync(dst.fileno())
+        os.replace(tmp, stored)
+        fsync_dir(stored.parent)
+
+
+def _load_manifest(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _move(src: Path, dst: Path) -> None:
+    try:
+        os.rename(src, dst)
+    except OSError as exc:
+        if exc.errno != errno.EXDEV:
+            raise
+        tmp = dst.with_name(dst.name + ".tmp")
+        with open(src, "rb") as f, open(tmp, "wb") as g:
+            shutil.copyfileobj(f, g, _CHUNK)
+            g.flush()
+            os.fsync(g.fileno())
+        os.replace(tmp, dst)
+        fsync_dir(dst.parent)
+        os.remove(src)
+
+
+def read_manifests(root: str | os.PathLike[str]) -> list[dict]:
+    """Every run manifest under a quarantine root, oldest first."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    out = []
+    for run in sorted(root.iterdir()):
+        doc = _load_manifest(run / MANIFEST)
+        if doc is not None:
+            doc["run"] = str(run)
+            out.append(doc)
+    return out

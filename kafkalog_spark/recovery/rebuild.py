@@ -1,0 +1,307 @@
+"""Index and producer-state rebuild (recovery layer): ``.index``, ``.timeindex``, ``.txnindex`` and
+producer snapshots as Kafka's segment recovery builds them (KAFKA_FORMATS §9.5, §12.5, §12.7),
+planned as :class:`~kafkalog_spark.recovery.actions.Action` s.
+
+The byte work is :func:`~kafkalog_spark.codec.index.build_indexes` and
+:class:`~kafkalog_spark.codec.snapshot.ProducerStateTracker`; this module decides which files need
+rewriting. A file is rewritten only when it is missing (with content to hold), its segment was
+truncated, or :mod:`~kafkalog_spark.log.verify` finds it inconsistent with the log — or always
+with ``force``. A valid index a broker wrote is therefore kept even where its entries differ
+from recovery's (a broker restarted mid-segment, §9.5), which keeps repairs minimal and a second
+run a no-op.
+
+:func:`rebuild_indexes` is ``kafkalog rebuild-index``: a dry run unless ``execute``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..codec.index import (TxnIndex, build_indexes, read_offset_index, read_time_index)
+from ..codec.scan import scan_entries
+from ..codec.snapshot import CompletedTxn, ProducerSnapshot, ProducerStateTracker, read_snapshot
+from ..errors import KafkaLogError
+from ..log import naming as N
+from ..log.discovery import PartitionDir, Segment, discover
+from ..log.lock import ensure_not_locked, hold_lock
+from ..log.mapped import mapped_file
+from ..log.verify import ERROR, Problem, check_offset_index, check_time_index, compare_snapshot
+from .actions import WRITE_FILE, Action, execute
+from .quarantine import Quarantine
+
+INDEX_KINDS = (N.INDEX, N.TIME_INDEX, N.TXN_INDEX)
+
+
+def _path(seg: Segment, kind: str) -> Path:
+    return seg.log.with_name(N.segment_file_name(seg.base_offset, kind))
+
+
+def _inconsistent(data: np.ndarray, seg: Segment, kind: str, path: Path, active: bool) -> bool:
+    """Whether verify finds the existing offset/time index wrong for ``data`` (the valid log)."""
+    table = scan_entries(data)
+    problems: list[Problem] = []
+    try:
+        raw = path.read_bytes()
+        if kind == N.INDEX:
+            check_offset_index(read_offset_index(raw, seg.base_offset, strict=True), table,
+                               str(path), problems, active=active)
+        else:
+            check_time_index(read_time_index(raw, seg.base_offset, strict=True), table,
+                             str(path), problems, active=active)
+    except KafkaLogError:
+        return True
+    return bool(problems)
+
+
+def plan_segment_indexes(seg: Segment, data: np.ndarray, *, truncated: bool = False,
+                         force: bool = False, kinds: Sequence[str] = (N.INDEX, N.TIME_INDEX),
+                         index_interval_bytes: int = 4096) -> list[Action]:
+    """Actions rewriting one segment's ``.index``/``.timeindex`` from ``data`` (its valid
+    ``.log`` bytes) with recovery's entry rule.
+
+    Parameters
+    ----------
+    seg : Segment
+        The segment (its index paths are derived from its ``.log`` name).
+    data : numpy.ndarray
+        The ``.log`` content recovery keeps (``uint8``).
+    truncated : bool
+        The ``.log`` is being cut to ``data``: rewrite whatever differs.
+    force : bool
+        Rewrite every index whose bytes differ from the rebuilt ones.
+    kinds : sequence of str
+        Which of ``"index"``, ``"timeindex"``.
+    """
+    built = build_indexes(data, seg.base_offset, index_interval_bytes=index_interval_bytes,
+                          file=str(seg.log))
+    content = {N.INDEX: built.offset_index.to_bytes(), N.TIME_INDEX: built.time_index.to_bytes()}
+    actions = []
+    for kind in kinds:
+        path = _path(seg, kind)
+        if path.exists():
+            if path.stat().st_size == len(content[kind]) and path.read_bytes() == content[kind]:
+                continue
+            if not (truncated or force or _inconsistent(data, seg, kind, path, active=False)):
+                continue
+            why = "rebuilt as segment recovery builds it (the old one does not match the log)"
+        else:
+            why = "missing; built as segment recovery builds it"
+        actions.append(Action(WRITE_FILE, str(path), why, content=content[kind]))
+    return actions
+
+
+def plan_txn_index(seg: Segment, aborted: Sequence[CompletedTxn]) -> list[Action]:
+    """Action writing ``.txnindex`` when it differs from the aborted transactions the segment's
+    markers close (no file is created for a segment without aborts)."""
+    expected = TxnIndex.from_entries(seg.base_offset, [(t.producer_id, t.first_offset, t.last_offset,
+                                                        t.last_stable_offset) for t in aborted])
+    content = expected.to_bytes()
+    path = _path(seg, N.TXN_INDEX)
+    if path.exists() and path.read_bytes() == content:
+        return []
+    if not path.exists() and not content:
+        return []
+    return [Action(WRITE_FILE, str(path), f"aborted transactions of the segment's markers "
+                   f"({len(expected)} entries)", content=content)]
+
+
+# --- producer state replay ---------------------------------------------------------------------
+
+
+@dataclass
+class Replay:
+    """Producer state replayed over a partition's kept data."""
+
+    aborted: list[list[CompletedTxn]] = field(default_factory=list)  # per segment
+    states: dict[int, ProducerSnapshot] = field(default_factory=dict)  # offset -> state there
+    trusted: set[int] = field(default_factory=set)  # snapshots that agree with the log
+    distrusted: dict[int, str] = field(default_factory=dict)  # snapshot offset -> why not
+    error: KafkaLogError | None = None  # a marker the broker cannot parse (position in file)
+    error_segment: int | None = None
+
+
+def read_snapshots(part: PartitionDir) -> tuple[dict[int, tuple[Path, ProducerSnapshot]], dict[int, tuple[Path, str]]]:
+    """``(valid, corrupt)`` producer snapshots of a partition by offset."""
+    valid, corrupt = {}, {}
+    for path in part.snapshots:
+        offset = N.offset_from_file_name(path.name)
+        try:
+            valid[offset] = (path, read_snapshot(path.read_bytes(), file=str(path)))
+        except KafkaLogError as exc:
+            corrupt[offset] = (path, exc.reason)
+    return valid, corrupt
+
+
+def replay_partition(segments: Sequence[Segment], ends: Sequence[int],
+                     snapshots: dict[int, tuple[Path, ProducerSnapshot]],
+                     targets: Sequence[int] = ()) -> Replay:
+    """Replay v2 batch headers of ``segments[i].log[:ends[i]]`` like ``rebuildProducerState``.
+
+    Starts from the snapshot at the first segment's base offset if any. At every other offset
+    holding a snapshot the replayed state is compared with it (:func:`compare_snapshot`): one
+    that agrees is loaded and trusted from there on (it knows producers of removed segments),
+    one that does not is reported in ``distrusted``. ``states`` holds the state at each of
+    ``targets`` (and at every snapshot offset). A marker Kafka cannot parse stops the replay
+    (``error``, located in its file).
+    """
+    out = Replay()
+    if not segments:
+        return out
+    first = segments[0].base_offset
+    tracker = ProducerStateTracker()
+    if first in snapshots:
+        tracker.load_snapshot(snapshots[first][1])
+        out.trusted.add(first)
+    marks = sorted({o for o in (*snapshots, *targets) if o > first or (o == first and o not in snapshots)})
+
+    def mark(offset: int) -> None:
+        nonlocal tracker
+        if offset in snapshots and offset != first:
+            path, snap = snapshots[offset]
+            bad = [p for p in compare_snapshot(snap, tracker, first, str(path)) if p.severity == ERROR]
+            if bad:
+                out.distrusted[offset] = bad[0].message
+            else:
+                tracker = ProducerStateTracker()
+                tracker.load_snapshot(snap)
+                out.trusted.add(offset)
+        out.states[offset] = tracker.snapshot()
+
+    for i, (seg, end) in enumerate(zip(segments, ends)):
+        aborted: list[CompletedTxn] = []
+        with mapped_file(seg.log) as buf:
+            data = buf[:end]
+            table = scan_entries(data)
+            lo = 0
+            seg_end = int(table.last_offset[-1]) + 1 if len(table) else seg.base_offset
+            while marks and marks[0] <= seg_end:  # later marks belong to later segments
+                offset = marks.pop(0)
+                k = int(np.searchsorted(table.last_offset, offset, side="left"))
+                try:
+                    aborted += _apply(tracker, data, table, lo, k, str(seg.log))
+                except KafkaLogError as exc:
+                    out.error, out.error_segment = exc, i
+                    return out
+                lo = k
+                mark(offset)
+            try:
+                aborted += _apply(tracker, data, table, lo, len(table), str(seg.log))
+            except KafkaLogError as exc:
+                out.error, out.error_segment = exc, i
+                return out
+        out.aborted.append(aborted)
+    return out
+
+
+def _apply(tracker: ProducerStateTracker, data: np.ndarray, table, lo: int, hi: int,
+           file: str) -> list[CompletedTxn]:
+    if hi <= lo:
+        return []
+    start = int(table.position[lo])
+    stop = int(table.position[hi]) if hi < len(table) else table.stop_position
+    try:
+        return tracker.apply(data[start:stop], file=file)
+    except KafkaLogError as exc:
+        raise exc.at(file, start) from exc
+
+
+# --- kafkalog rebuild-index ----------------------------------------------------------------------
+
+
+@dataclass
+class RebuildReport:
+    """What :func:`rebuild_indexes` planned and (with ``execute``) did."""
+
+    actions: list[Action] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    executed: bool = False
+    segments: int = 0
+    bytes: int = 0
+    quarantine: str | None = None
+
+    def to_dict(self) -> dict:
+        return {"executed": self.executed, "segments": self.segments, "bytes": self.bytes,
+                "quarantine": self.quarantine, "notes": self.notes,
+                "actions": [a.to_dict() for a in self.actions]}
+
+
+def rebuild_indexes(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                    execute_plan: bool = False, force: bool = False,
+                    kinds: Sequence[str] = INDEX_KINDS, quarantine_dir: str | None = None,
+                    step=None) -> RebuildReport:
+    """Rebuild index files of log dirs, partition dirs or single ``.log`` files.
+
+    Parameters
+    ----------
+    paths : path or sequence of paths
+        As :func:`~kafkalog_spark.log.discovery.discover` accepts.
+    execute_plan : bool
+        Write the files (default: only plan — a dry run).
+    force : bool
+        Rewrite every index whose bytes differ from recovery's, even when consistent.
+    kinds : sequence of str
+        Any of ``"index"``, ``"timeindex"``, ``"txnindex"``.
+    quarantine_dir : str, optional
+        Where replaced index contents go (default next to the log dir).
+
+    Returns
+    -------
+    RebuildReport
+        The planned writes; a segment with an invalid tail gets indexes over its valid part
+        and a note (``kafkalog recover`` cuts the tail).
+
+    Raises
+    ------
+    LogDirLockedError
+        A running broker holds a log dir's ``.lock``.
+    """
+    found = discover(paths)
+    report = RebuildReport(executed=execute_plan)
+    for log_dir in found.log_dirs:
+        ensure_not_locked(log_dir.path)
+    by_log_dir: dict[Path, list[Action]] = {}
+    for part in found.all_partition_dirs():
+        ends = []
+        for i, seg in enumerate(part.segments):
+            report.segments += 1
+            report.bytes += seg.log_size
+            with mapped_file(seg.log) as buf:
+                built_end = build_indexes(buf, seg.base_offset).valid_bytes
+                if built_end < len(buf):
+                    report.notes.append(f"{seg.log}: indexes cover the first {built_end} of "
+                                        f"{len(buf)} bytes (invalid data after; run `kafkalog recover`)")
+                idx_kinds = [k for k in kinds if k != N.TXN_INDEX]
+                acts = plan_segment_indexes(seg, buf[:built_end], force=force, kinds=idx_kinds)
+            by_log_dir.setdefault(part.path.parent, []).extend(acts)
+            ends.append(built_end)
+        if N.TXN_INDEX in kinds and part.segments:
+            valid, _ = read_snapshots(part)
+            replay = replay_partition(part.segments, ends, valid)
+            if replay.error is not None:
+                report.notes.append(f"transaction index not rebuilt: {replay.error}")
+            for seg, aborted in zip(part.segments, replay.aborted):
+                by_log_dir.setdefault(part.path.parent, []).extend(plan_txn_index(seg, aborted))
+    for acts in by_log_dir.values():
+        report.actions.extend(acts)
+    if execute_plan:
+        for log_dir, acts in by_log_dir.items():
+            if not acts:
+                continue
+            lock_dir = log_dir if (log_dir / N.LOCK_FILE).exists() else None
+            q = Quarantine(log_dir, quarantine_dir, step=step)
+            if lock_dir is not None:
+                with hold_lock(lock_dir):
+                    execute(acts, q, step)
+            else:
+                execute(acts, q, step)
+            q.finish()
+            if q.run is not None:
+                report.quarantine = str(q.run)
+    return report
+
+

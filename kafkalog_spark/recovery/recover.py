@@ -1,0 +1,394 @@
+"""Offline log recovery (recovery layer): ``kafkalog recover`` — Kafka's log-loading semantics
+(KAFKA_FORMATS §12) applied to a stopped broker's log dirs, losing nothing.
+
+Per partition, in this order (each step planned from the disk as it is, so a run killed at any
+point is completed by the next run, and a second run of a finished one plans nothing):
+
+1. finish or roll back interrupted segment swaps — ``LogLoader`` passes 1-3
+   (:mod:`kafkalog_spark.log.swap`);
+2. quarantine leftover ``.tmp`` files and orphaned index files (pass 4 deletes the latter);
+3. find the first invalid entry — structure, CRC, offsets not increasing or outside the segment's
+   range, a transaction marker Kafka cannot parse — and, like ``recoverLog`` (§12.4), move every
+   later segment and the cut tail into the quarantine, then truncate;
+4. rebuild ``.index``/``.timeindex`` where missing, inconsistent or truncated, and ``.txnindex``
+   from the ABORT markers (§12.5, :mod:`~kafkalog_spark.recovery.rebuild`);
+5. producer snapshots: quarantine corrupt ones, ones beyond the new log end and ones that
+   contradict the log; write the snapshot at the log end offset (§12.7);
+6. ``leader-epoch-checkpoint`` from the batch headers (``assign``, truncated at the log end and
+   the log start, §11.2);
+
+then per log dir, rewrite the offset checkpoints (§11.3): recovery point and high watermark
+capped at the log end, log start capped at the log end, cleaner checkpoint reset to the log
+start when out of range.
+
+Deliberate differences from a broker: nothing is deleted — every removed byte is moved to the
+quarantine with a manifest (:mod:`~kafkalog_spark.recovery.quarantine`); a batch whose offsets
+do not increase cuts the log at that batch (Kafka empties the whole segment); every segment is
+checked, not only those after the recovery point; a log-start checkpoint beyond the log end is
+capped (Kafka deletes every segment). ``-delete`` dirs and the KRaft metadata log are not
+touched. Dry run unless ``execute``; refuses a log dir whose ``.lock`` a live process holds.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..codec import checkpoints as C
+from ..codec import layout as L
+from ..codec.crc import verify_crcs
+from ..codec.scan import STOP_END, scan_entries
+from ..errors import InvalidOptionError, KafkaLogError
+from ..log import naming as N
+from ..log import swap
+from ..log.atomic import read_checkpoint_file
+from ..log.discovery import LogDir, PartitionDir, _classify, _scan_partition_dir, discover
+from ..log.lock import ensure_not_locked, hold_lock
+from ..log.mapped import mapped_file
+from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, WRITE_FILE, Action, execute
+from .quarantine import Quarantine
+from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
+
+Step = Callable[[str], None]
+
+
+@dataclass
+class PartitionOutcome:
+    """One partition's plan and what the log looks like after it."""
+
+    name: str
+    path: str
+    actions: list[Action] = field(default_factory=list)
+    first_base: int = 0
+    log_end: int = 0
+    cut: dict | None = None  # {"file", "position", "base_offset", "reason"}
+    topic_partition: tuple[str, int] | None = None
+
+
+@dataclass
+class RecoveryReport:
+    """What :func:`recover` planned and (with ``execute``) did."""
+
+    executed: bool = False
+    partitions: list[PartitionOutcome] = field(default_factory=list)
+    log_dir_actions: list[Action] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    quarantine_runs: list[str] = field(default_factory=list)
+
+    @property
+    def actions(self) -> list[Action]:
+        return [a for p in self.partitions for a in p.actions] + self.log_dir_actions
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.actions)
+
+    def to_dict(self) -> dict:
+        return {"executed": self.executed, "changed": self.changed, "notes": self.notes,
+                "quarantine_runs": self.quarantine_runs,
+                "partitions": [{"partition": p.name, "path": p.path, "first_base_offset": p.first_base,
+                                "log_end_offset": p.log_end, "cut": p.cut,
+                                "actions": [a.to_dict() for a in p.actions]} for p in self.partitions],
+                "log_dir_actions": [a.to_dict() for a in self.log_dir_actions]}
+
+
+def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+            execute_plan: bool = False, quarantine_dir: str | os.PathLike[str] | None = None,
+            step: Step | None = None) -> RecoveryReport:
+    """Plan (and with ``execute_plan`` carry out) the recovery of log dirs.
+
+    Parameters
+    ----------
+    log_dirs : path or sequence of paths
+        Broker log dirs (``log.dirs`` entries).
+    execute_plan : bool
+        Change the disk (default: a dry run that only plans).
+    quarantine_dir : path, optional
+        Quarantine root (default ``<log dir>.kafkalog-quarantine`` next to each log dir); must
+        not be inside a log dir.
+    step : callable, optional
+        Called with a label before every durable operation.
+
+    Returns
+    -------
+    RecoveryReport
+        ``report.changed`` is False when the dirs needed nothing.
+
+    Raises
+    ------
+    LogDirLockedError
+        A live process (a broker) holds a log dir's ``.lock``.
+    InvalidOptionError
+        A path that is not a log dir, or a quarantine inside a log dir.
+    """
+    found = discover(log_dirs)
+    if found.partitions:
+        raise InvalidOptionError("recover takes log dirs (log.dirs entries), not partition dirs "
+                                 "or .log files: " + ", ".join(str(p.path) for p in found.partitions))
+    report = RecoveryReport(executed=execute_plan)
+    for log_dir in found.log_dirs:
+        ensure_not_locked(log_dir.path)
+        q = Quarantine(log_dir.path, quarantine_dir, step=step)
+        if execute_plan:
+            with hold_lock(log_dir.path):
+                _recover_log_dir(log_dir, report, q, step, execute_plan=True)
+                q.finish()
+        else:
+            _recover_log_dir(log_dir, report, q, step, execute_plan=False)
+        if q.run is not None:
+            report.quarantine_runs.append(str(q.run))
+    return report
+
+
+def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, step: Step | None,
+                     *, execute_plan: bool) -> None:
+    starts = _read_offsets(log_dir.path / N.LOG_START_OFFSET_CHECKPOINT)
+    for part in log_dir.special:
+        if part.kind == N.DELETE_DIR:
+            report.notes.append(f"{part.path}: partition dir queued for deletion; not recovered")
+    if log_dir.metadata_log is not None:
+        report.notes.append(f"{log_dir.metadata_log.path}: the KRaft metadata log belongs to the "
+                            "Raft layer; not recovered")
+    for tmp in log_dir.leftovers:
+        action = Action(QUARANTINE_FILE, str(tmp), "leftover of an interrupted atomic write (.tmp)")
+        report.log_dir_actions.append(action)
+        if execute_plan:
+            execute([action], q, step)
+    ends: dict[tuple[str, int], tuple[int, int]] = {}
+    for part in log_dir.partitions + tuple(p for p in log_dir.special if p.kind != N.DELETE_DIR):
+        swap_actions = [_swap_action(a) for a in swap.plan_swap_recovery(part.path)]
+        if execute_plan:
+            execute(swap_actions, q, step)
+            view = _scan_partition_dir(part.path, N.parse_partition_dir_name(part.path.name),
+                                       root=log_dir.path)
+        else:
+            files = swap.view_after(part.path, swap.plan_swap_recovery(part.path))
+            view = _classify(part.path, part.topic, part.partition, part.kind, part.uuid, files, [])
+        tp = (part.topic, part.partition) if part.topic is not None else None
+        start = starts.get(tp, 0) if tp is not None else 0
+        outcome = plan_partition(view, log_start_checkpoint=start)
+        outcome.actions[:0] = swap_actions
+        if execute_plan:
+            execute(outcome.actions[len(swap_actions):], q, step)
+        report.partitions.append(outcome)
+        if part.kind is None and tp is not None:
+            ends[tp] = (outcome.first_base, outcome.log_end)  # type: ignore[index]
+    actions = plan_checkpoints(log_dir.path, ends)
+    report.log_dir_actions.extend(actions)
+    if execute_plan:
+        execute(actions, q, step)
+
+
+def _swap_action(a: swap.SwapAction) -> Action:
+    if a.kind == swap.DISPOSE:
+        return Action(QUARANTINE_FILE, str(a.path), f"swap pass {a.pass_no}: {a.reason}")
+    return Action(RENAME, str(a.path), f"swap pass {a.pass_no}: {a.reason}", target=str(a.target))
+
+
+def _read_offsets(path: Path) -> dict[tuple[str, int], int]:
+    try:
+        return read_checkpoint_file(path, C.parse_offset_checkpoint)
+    except KafkaLogError:
+        return {}  # LogManager treats an unreadable checkpoint as empty
+
+
+# --- one partition -------------------------------------------------------------------------------
+
+
+def first_invalid_entry(buf: np.ndarray, base_offset: int, prev_last: int | None):
+    """Where recovery must cut one segment: ``(position, reason, base offset of the entry)`` of
+    the first entry failing ``ensureValid`` (structure, CRC), offset order or the segment's
+    offset range; ``None`` when all of it is valid. Also returns the scan table."""
+    table = scan_entries(buf)
+    n = len(table)
+    bad = ~verify_crcs(buf, table) if n else np.zeros(0, bool)
+    first = np.where(table.magic == 2, table.offset, table.last_offset)
+    last = table.last_offset
+    previous = np.empty(n, np.int64)
+    if n:
+        previous[0] = np.iinfo(np.int64).min if prev_last is None else prev_last
+        previous[1:] = last[:-1]
+    order = first <= previous
+    outside = (first < base_offset) | (last - base_offset > L.INT32_MAX) | (last < 0)
+    hits = np.flatnonzero(bad | order | outside)
+    if len(hits):
+        k = int(hits[0])
+        reason = ("checksum mismatch" if bad[k] else
+                  f"offset {int(first[k])} does not follow {int(previous[k])}" if order[k] else
+                  f"offsets {int(first[k])}..{int(last[k])} outside the segment's range")
+        return (int(table.position[k]), reason, int(table.offset[k])), table, k
+    if table.stop_code != STOP_END:
+        zero = not buf[table.stop_position:].any()
+        reason = "zero-filled preallocated tail" if zero else table.stop_reason
+        return (table.stop_position, reason, None), table, n
+    return None, table, n
+
+
+def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0) -> PartitionOutcome:
+    """Plan steps 2-6 of the module docstring for one partition (swap passes already applied or
+    simulated in ``part``)."""
+    out = PartitionOutcome(part.name, str(part.path), topic_partition=None)
+    for p in part.leftovers:
+        if not p.name.endswith(f".{N.CHECKPOINT}.{N.DELETED}"):
+            out.actions.append(Action(QUARANTINE_FILE, str(p), "leftover of an interrupted write"))
+    for p in part.orphan_indexes:
+        out.actions.append(Action(QUARANTINE_FILE, str(p), "index file without its .log "
+                                  "(LogLoader deletes it)"))
+    segs = list(part.segments)
+    if not segs:
+        return out
+    out.first_base = segs[0].base_offset
+    ends: list[int] = []
+    epochs: list[tuple[np.ndarray, np.ndarray]] = []  # (leader epoch, base offset) of v2 batches
+    cut: tuple[int, int, str, int | None] | None = None  # (segment, position, reason, base)
+    prev_last: int | None = None
+    for i, seg in enumerate(segs):
+        with mapped_file(seg.log) as buf:
+            found, table, k = first_invalid_entry(buf, seg.base_offset, prev_last)
+        keep = slice(0, k)
+        v2 = table.magic[keep] == 2
+        epochs.append((table.leader_epoch[keep][v2], table.offset[keep][v2]))
+        if k:
+            prev_last = int(table.last_offset[k - 1])
+        if found is not None:
+            ends.append(found[0])
+            cut = (i, found[0], found[1], found[2])
+            break
+        ends.append(seg.log_size)
+    valid, corrupt = read_snapshots(part)
+    while True:  # a marker Kafka cannot parse moves the cut earlier; replay again
+        kept = segs[:len(ends)]
+        leo = _log_end(kept[-1], ends[-1])
+        usable = {o: v for o, v in valid.items() if o <= leo}
+        replay = replay_partition(kept, ends, usable, targets=[leo])
+        if replay.error is None:
+            break
+        i, pos = replay.error_segment, replay.error.position or 0
+        ends = ends[:i + 1]
+        ends[i] = pos
+        epochs = epochs[:i + 1]
+        cut = (i, pos, replay.error.reason, replay.error.base_offset)
+        with mapped_file(segs[i].log) as buf:
+            t = scan_entries(buf, end=pos)
+        v2 = t.magic == 2
+        epochs[i] = (t.leader_epoch[v2], t.offset[v2])
+    out.log_end = leo
+    # 3: later segments (index files first), snapshots beyond the end, then the tail
+    if cut is not None:
+        i, pos, reason, base = cut
+        out.cut = {"file": str(segs[i].log), "position": pos, "base_offset": base, "reason": reason}
+        for seg in reversed(segs[i + 1:]):
+            for p in (seg.index, seg.timeindex, seg.txnindex, seg.log):
+                if p is not None:
+                    out.actions.append(Action(QUARANTINE_FILE, str(p), f"segment after the "
+                                              f"truncation point ({reason} in {segs[i].log.name} "
+                                              f"at byte {pos})"))
+    for o, (p, why) in sorted(corrupt.items()):
+        out.actions.append(Action(QUARANTINE_FILE, str(p), f"corrupt producer snapshot: {why}"))
+    for o, (p, _) in sorted(valid.items()):
+        if o > leo:
+            out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot beyond the "
+                                      f"log end offset {leo}"))
+        elif o in replay.distrusted:
+            out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot contradicts "
+                                      f"the log: {replay.distrusted[o]}"))
+    if cut is not None and cut[1] < segs[cut[0]].log_size:
+        seg = segs[cut[0]]
+        out.actions.append(Action(CUT_TAIL, str(seg.log), f"{cut[2]} at byte {cut[1]}",
+                                  start=cut[1], end=seg.log_size))
+    # 4: indexes
+    for i, seg in enumerate(kept):
+        with mapped_file(seg.log) as buf:
+            out.actions.extend(plan_segment_indexes(
+                seg, buf[:ends[i]], truncated=cut is not None and i == cut[0]))
+        out.actions.extend(plan_txn_index(seg, replay.aborted[i]))
+    # 5: the producer snapshot at the log end
+    producers = any(len(e[0]) for e in epochs) and _has_producers(kept, ends)
+    if (producers or valid or corrupt) and leo not in replay.trusted:
+        path = part.path / N.segment_file_name(leo, N.SNAPSHOT)
+        out.actions.append(Action(WRITE_FILE, str(path), "producer state at the log end offset "
+                                  "replayed from the batch headers",
+                                  content=replay.states[leo].to_bytes()))
+    # 6: leader epochs
+    out.actions.extend(_plan_leader_epochs(part, epochs, out.first_base, leo, log_start_checkpoint))
+    return out
+
+
+def _log_end(seg, end: int) -> int:
+    with mapped_file(seg.log) as buf:
+        t = scan_entries(buf, end=end)
+    return int(t.last_offset[-1]) + 1 if len(t) else seg.base_offset
+
+
+def _has_producers(segs, ends) -> bool:
+    for seg, end in zip(segs, ends):
+        with mapped_file(seg.log) as buf:
+            t = scan_entries(buf, end=end)
+        if ((t.magic == 2) & (t.producer_id >= 0)).any():
+            return True
+    return False
+
+
+def _plan_leader_epochs(part: PartitionDir, epochs, first_base: int, leo: int,
+                        log_start_checkpoint: int) -> list[Action]:
+    path = part.path / N.LEADER_EPOCH_CHECKPOINT
+    try:
+        cache = C.load_leader_epochs(read_checkpoint_file(path, C.parse_leader_epoch_checkpoint))
+    except KafkaLogError:
+        cache = []
+    for ple, base in epochs:
+        for e, o in zip(ple.tolist(), base.tolist()):
+            if e >= 0:
+                cache = C.assign_leader_epoch(cache, e, o)
+    cache = C.truncate_epochs_from_end(cache, leo)
+    cache = C.truncate_epochs_from_start(cache, min(max(log_start_checkpoint, first_base), leo))
+    content = C.format_leader_epoch_checkpoint(cache).encode()
+    if path.exists() and path.read_bytes() == content:
+        return []
+    if not path.exists() and not cache:
+        return []
+    return [Action(WRITE_FILE, str(path), f"leader epochs from the batch headers ({len(cache)} "
+                   "entries)", content=content)]
+
+
+# --- log dir checkpoints -------------------------------------------------------------------------
+
+
+def plan_checkpoints(log_dir: Path, ends: dict[tuple[str, int], tuple[int, int]]) -> list[Action]:
+    """Offset checkpoint rewrites so every entry fits the recovered logs (see module docstring);
+    a file that does not parse is rewritten with the entries a broker would read from it
+    (none)."""
+    actions = []
+    starts = _read_offsets(log_dir / N.LOG_START_OFFSET_CHECKPOINT)
+    for name in N.CHECKPOINT_FILES:
+        path = log_dir / name
+        if not path.exists():
+            continue
+        try:
+            old = read_checkpoint_file(path, C.parse_offset_checkpoint)
+            corrupt = False
+        except KafkaLogError:
+            old, corrupt = {}, True
+        new = dict(old)
+        for tp, (first, leo) in ends.items():
+            if tp not in old:
+                continue
+            v = old[tp]
+            if name in (N.RECOVERY_POINT_CHECKPOINT, N.REPLICATION_OFFSET_CHECKPOINT,
+                        N.LOG_START_OFFSET_CHECKPOINT):
+                new[tp] = min(v, leo)
+            else:
+                log_start = min(max(starts.get(tp, first), first), leo)
+                if not log_start <= v <= leo:
+                    new[tp] = log_start
+        if new != old or corrupt:
+            why = ("unreadable; rewritten with no entries, as a broker reads it" if corrupt
+                   else "offsets capped to the recovered logs")
+            actions.append(Action(WRITE_FILE, str(path), why,
+                                  content=C.format_offset_checkpoint(new).encode()))
+    return actions
+
