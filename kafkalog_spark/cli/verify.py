@@ -2,6 +2,12 @@
 
 Read-only. Exit code 0 when nothing is wrong (warnings allowed), 1 when any error was found,
 2 when the command itself failed (a path that does not exist, an unreadable directory).
+
+Local or Spark: the check runs in this process unless ``--spark`` is given or the ``.log``
+files total at least ``--spark-threshold`` bytes (default
+:data:`~kafkalog_spark.recovery.verify_job.SPARK_THRESHOLD_BYTES`, 16 GiB — below that one core
+at ~1 GB/s beats a Spark start-up); ``--local`` forces this process. Both paths call the same
+per-segment function and print the same report.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import sys
 
 import click
 
+from ..log.discovery import discover
 from ..log.verify import VerifyReport, verify
 
 
@@ -40,13 +47,35 @@ def render(report: VerifyReport) -> str:
 @click.option("--deep", is_flag=True, help="Also decompress every batch and parse every record.")
 @click.option("--no-indexes", is_flag=True, help="Skip the .index/.timeindex/.txnindex checks.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool) -> None:
-    """Check CRCs, structure, offsets and indexes of log dirs, partition dirs or .log files.
+@click.option("--spark", "use_spark", is_flag=True, help="Run as a Spark job (segments in parallel).")
+@click.option("--local", "use_local", is_flag=True, help="Never use Spark.")
+@click.option("--master", default=None, help="Spark master for --spark (default local[*]).")
+@click.option("--spark-threshold", type=int, default=None,
+              help="Use Spark from this many bytes of .log files on (default 16 GiB).")
+def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool, use_spark: bool,
+            use_local: bool, master: str | None, spark_threshold: int | None) -> None:
+    """Check CRCs, structure, offsets, indexes, transaction indexes, producer snapshots and
+    checkpoints of log dirs, partition dirs or .log files.
 
     Every problem names its file, byte position and base offset. Exits 1 if any error was
     found. Changes nothing on disk.
     """
-    report = verify(list(paths), deep=deep, check_indexes=not no_indexes)
+    if use_spark and use_local:
+        raise click.UsageError("--spark and --local exclude each other")
+    if not use_local and not use_spark:
+        from ..recovery.verify_job import SPARK_THRESHOLD_BYTES
+
+        limit = SPARK_THRESHOLD_BYTES if spark_threshold is None else spark_threshold
+        size = sum(p.size for p in discover(list(paths)).all_partition_dirs())
+        use_spark = size >= limit
+    if use_spark:
+        from ..recovery.verify_job import verify_spark
+        from ..spark import session
+
+        report = verify_spark(session(master), list(paths), deep=deep,
+                              check_indexes=not no_indexes)
+    else:
+        report = verify(list(paths), deep=deep, check_indexes=not no_indexes)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:

@@ -1,0 +1,56 @@
+"""``kafkalog recover`` (entry-point layer): repair stopped brokers' log dirs, losing nothing.
+
+A dry run unless ``--execute``. Exit code 0 when nothing needed doing (or everything planned
+was done), 1 for a dry run that found work to do, 2 when the command failed (a locked log dir,
+a path that is not a log dir).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..recovery.recover import RecoveryReport, recover
+
+
+def render(report: RecoveryReport) -> str:
+    """The plan (or what was done) as text, one line per action."""
+    verb = "did" if report.executed else "would do"
+    lines = []
+    for p in report.partitions:
+        head = f"{p.name}: log end offset {p.log_end}"
+        if p.cut:
+            head += f", cut at {p.cut['file']} byte {p.cut['position']} ({p.cut['reason']})"
+        if p.actions:
+            lines.append(head)
+            lines.extend(f"  {a.describe()}" for a in p.actions)
+    lines.extend(a.describe() for a in report.log_dir_actions)
+    lines.extend(f"note: {n}" for n in report.notes)
+    for run in report.quarantine_runs:
+        lines.append(f"quarantine: {run}")
+    n = len(report.actions)
+    lines.append(f"{'nothing to do' if not n else f'{verb} {n} actions'} "
+                 f"({len(report.partitions)} partitions checked)"
+                 + ("" if report.executed or not n else "; run again with --execute"))
+    return "\n".join(lines)
+
+
+@click.command("recover")
+@click.argument("log_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--execute", is_flag=True, help="Change the disk (default: dry run, only plan).")
+@click.option("--quarantine", "quarantine_dir", type=click.Path(file_okay=False),
+              help="Quarantine root (default: <log dir>.kafkalog-quarantine next to the log dir).")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def command(log_dirs: tuple[str, ...], execute: bool, quarantine_dir: str | None,
+            as_json: bool) -> None:
+    """Finish interrupted swaps, cut each partition at its first invalid batch (the cut bytes and
+    later segments go to a quarantine with a SHA-256 manifest), rebuild indexes, producer
+    snapshots, leader-epoch and offset checkpoints. Refuses a log dir a broker holds.
+    """
+    report = recover(list(log_dirs), execute_plan=execute, quarantine_dir=quarantine_dir,
+                     step=None)
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render(report))
+    if report.changed and not execute:
+        sys.exit(1)
