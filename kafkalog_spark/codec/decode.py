@@ -196,6 +196,7 @@ def decode_to_table(data: Any, *, topic: str, partition: int,
     return pa.Table.from_batches(list(result), schema=result.schema)
 
 
+_BATCH_LEVEL = (K.ERR_NEGATIVE_COUNT, K.ERR_EMPTY_WRAPPER, K.ERR_WRAPPER_OFFSET)
 _SCAN_ERRORS = {STOP_SHORT_TAIL: TruncatedDataError, STOP_PARTIAL_ENTRY: TruncatedDataError,
                 STOP_BAD_MAGIC: UnsupportedFormatError}
 
@@ -375,7 +376,7 @@ class _Decoder:
                     k: int) -> KafkaLogError:
         reason = K.STATUS_MESSAGES[int(units.status[k])]
         p = int(entries.position[e])
-        if units.src[k] == 0:
+        if units.src[k] == 0 and units.status[k] not in _BATCH_LEVEL:
             p = int(units.err_pos[k])  # the bad record's own position in the input
         else:
             reason += f" (at byte {int(units.err_pos[k] - units.start[k])} of the decompressed data)"
