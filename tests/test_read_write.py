@@ -285,3 +285,27 @@ def test_kept_offsets_must_not_overlap_between_outputs(tmp_path: Path) -> None:
     with pytest.raises(InvalidOptionError, match="below the previous output's end 20"):
         publish(log_dir, staged, mode="append", leader_epoch=0, staging=staging)
     assert list(log_dir.iterdir()) == []  # refused before anything moved
+
+
+def test_skip_mode_returns_valid_records_and_bad_ranges(tmp_path: Path) -> None:
+    import json
+
+    from kafkalog_spark.codec.scan import scan_entries
+    from kafkalog_spark.errors import CorruptRecordError
+
+    kl.write_log(records(400), tmp_path, max_batch_records=50)
+    seg = tmp_path / "orders-0" / "00000000000000000000.log"
+    data = bytearray(seg.read_bytes())
+    entries = scan_entries(bytes(data))
+    pos = int(entries.position[2])
+    data[pos + 90] ^= 0xFF  # batch 2 (offsets 100..149) fails its CRC
+    seg.write_bytes(data)
+    with pytest.raises(CorruptRecordError) as err:
+        kl.read_log(tmp_path)
+    assert (err.value.position, err.value.base_offset) == (pos, 100)
+    table = kl.read_log(tmp_path, on_error="skip")
+    assert table["offset"].to_pylist() == list(range(100)) + list(range(150, 400))
+    (bad,) = json.loads(table.schema.metadata[b"kafkalog.bad_ranges"])
+    assert (bad["start"], bad["end"], bad["base_offset"]) == (
+        pos, pos + int(entries.entry_size[2]), 100)
+    assert bad["file"] == str(seg.resolve())

@@ -9,13 +9,15 @@ decoder's ``max_rows``; rows come partition by partition, in offset order.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..codec.decode import DecodeOptions, decode_entries
+from ..codec.decode import BadRange, DecodeOptions, decode_entries
 from ..codec.schema import record_schema
 from ..errors import InvalidOptionError
 from .discovery import PartitionDir, Segment, discover
@@ -23,6 +25,7 @@ from .mapped import mapped_file
 
 PathLike = str | os.PathLike[str]
 OffsetBound = int | Mapping[tuple[str, int], int] | None
+BAD_RANGES_KEY = b"kafkalog.bad_ranges"  # schema metadata of a read_log table in skip mode
 
 
 @dataclass(frozen=True)
@@ -69,25 +72,52 @@ def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | N
     return plans
 
 
+class LogReadResult(Iterator[pa.RecordBatch]):
+    """What :func:`iter_log` returns: bounded ``RecordBatch``es, partition by partition in
+    offset order, and (with ``on_error="skip"``) :attr:`bad_ranges`, the byte ranges left out,
+    complete once the iterator is exhausted."""
+
+    def __init__(self, plans: list[ReadPlan], options: DecodeOptions) -> None:
+        self.bad_ranges: list[BadRange] = []
+        self._batches = self._run(plans, options)
+
+    def __iter__(self) -> "LogReadResult":
+        return self
+
+    def __next__(self) -> pa.RecordBatch:
+        return next(self._batches)
+
+    def _run(self, plans: list[ReadPlan], options: DecodeOptions) -> Iterator[pa.RecordBatch]:
+        for plan in plans:
+            with mapped_file(plan.segment.log) as buf:
+                result = decode_entries(buf, topic=plan.topic, partition=plan.partition,
+                                        options=options, start=_start_position(plan, buf),
+                                        min_offset=plan.min_offset, max_offset=plan.max_offset,
+                                        file=str(plan.segment.log))
+                yield from result
+                self.bad_ranges.extend(result.bad_ranges)
+
+
 def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | None = None,
              partitions: Iterable[int] | None = None, start_offset: OffsetBound = None,
              end_offset: OffsetBound = None, include_headers: bool = False,
              include_metadata: bool = False, include_control: bool = False,
-             verify_crc: bool = True, max_rows: int = 65536) -> Iterator[pa.RecordBatch]:
-    """Like :func:`read_log`, yielding bounded ``pyarrow.RecordBatch``es instead of one table."""
+             verify_crc: bool = True, on_error: str = "fail",
+             max_rows: int = 65536) -> LogReadResult:
+    """Like :func:`read_log`, yielding bounded ``pyarrow.RecordBatch``es instead of one table;
+    the result's ``bad_ranges`` lists what ``on_error="skip"`` left out."""
     options = DecodeOptions(verify_crc=verify_crc, include_headers=include_headers,
                             include_metadata=include_metadata, include_control=include_control,
-                            max_rows=max_rows)
-    for plan in plan_read(paths, topics=topics, partitions=partitions,
-                          start_offset=start_offset, end_offset=end_offset):
-        yield from _read_segment(plan, options)
+                            on_error=on_error, max_rows=max_rows)
+    return LogReadResult(plan_read(paths, topics=topics, partitions=partitions,
+                                   start_offset=start_offset, end_offset=end_offset), options)
 
 
 def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | None = None,
              partitions: Iterable[int] | None = None, start_offset: OffsetBound = None,
              end_offset: OffsetBound = None, include_headers: bool = False,
              include_metadata: bool = False, include_control: bool = False,
-             verify_crc: bool = True) -> pa.Table:
+             verify_crc: bool = True, on_error: str = "fail") -> pa.Table:
     """Read the records of a log dir (or several), a partition dir or one ``.log`` file.
 
     Parameters
@@ -105,6 +135,10 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
         Also return control records (transaction markers, KRaft control records).
     verify_crc : bool
         Check every batch's CRC (the default); a mismatch raises ``CorruptRecordError``.
+    on_error : {"fail", "skip"}
+        ``fail`` raises at the first bad entry; ``skip`` returns every valid record and lists
+        the bad byte ranges in the table's schema metadata under ``kafkalog.bad_ranges``
+        (JSON: file, start, end, base_offset, reason), also available from :func:`iter_log`.
 
     Returns
     -------
@@ -117,20 +151,17 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
     KafkaLogError
         Any corruption, naming the file, byte position and base offset.
     """
-    schema = record_schema(include_headers, include_metadata)
-    batches = list(iter_log(paths, topics=topics, partitions=partitions,
-                            start_offset=start_offset, end_offset=end_offset,
-                            include_headers=include_headers, include_metadata=include_metadata,
-                            include_control=include_control, verify_crc=verify_crc))
-    return pa.Table.from_batches(batches, schema=schema)
-
-
-def _read_segment(plan: ReadPlan, options: DecodeOptions) -> Iterator[pa.RecordBatch]:
-    with mapped_file(plan.segment.log) as buf:
-        start = _start_position(plan, buf)
-        yield from decode_entries(buf, topic=plan.topic, partition=plan.partition,
-                                  options=options, start=start, min_offset=plan.min_offset,
-                                  max_offset=plan.max_offset, file=str(plan.segment.log))
+    result = iter_log(paths, topics=topics, partitions=partitions, start_offset=start_offset,
+                      end_offset=end_offset, include_headers=include_headers,
+                      include_metadata=include_metadata, include_control=include_control,
+                      verify_crc=verify_crc, on_error=on_error)
+    table = pa.Table.from_batches(list(result), schema=record_schema(include_headers,
+                                                                     include_metadata))
+    if result.bad_ranges:
+        report = json.dumps([dataclasses.asdict(b) for b in result.bad_ranges])
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}),
+                                               BAD_RANGES_KEY: report.encode()})
+    return table
 
 
 def _start_position(plan: ReadPlan, buf) -> int:
