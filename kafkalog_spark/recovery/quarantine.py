@@ -96,12 +96,10 @@ class Quarantine:
     def _open_run(self) -> dict:
         if self._manifest is not None:
             return self._manifest
+        if self.resume():
+            assert self._manifest is not None
+            return self._manifest
         self.root.mkdir(parents=True, exist_ok=True)
-        for run in sorted(self.root.iterdir(), reverse=True):
-            doc = _load_manifest(run / MANIFEST)
-            if doc is not None and not doc.get("complete") and doc.get("log_dir") == str(self.log_dir):
-                self.run, self._manifest = run, doc
-                return doc
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         run = self.root / stamp
         n = 1
@@ -114,6 +112,20 @@ class Quarantine:
                           "started": stamp, "complete": False, "entries": []}
         self._save()
         return self._manifest
+
+    def resume(self) -> bool:
+        """Continue the newest run of this log dir that a killed process left incomplete;
+        whether there was one (:meth:`finish` then marks it complete even if nothing is left)."""
+        if self._manifest is not None:
+            return True
+        if not self.root.is_dir():
+            return False
+        for run in sorted(self.root.iterdir(), reverse=True):
+            doc = _load_manifest(run / MANIFEST)
+            if doc is not None and not doc.get("complete") and doc.get("log_dir") == str(self.log_dir):
+                self.run, self._manifest = run, doc
+                return True
+        return False
 
     def _save(self) -> None:
         assert self.run is not None and self._manifest is not None

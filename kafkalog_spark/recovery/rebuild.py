@@ -296,8 +296,10 @@ def rebuild_indexes(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[s
             q = Quarantine(log_dir, quarantine_dir, step=step)
             if lock_dir is not None:
                 with hold_lock(lock_dir):
+                    q.resume()
                     execute(acts, q, step)
             else:
+                q.resume()
                 execute(acts, q, step)
             q.finish()
             if q.run is not None:

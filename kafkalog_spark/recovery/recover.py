@@ -9,11 +9,12 @@ point is completed by the next run, and a second run of a finished one plans not
 2. quarantine leftover ``.tmp`` files and orphaned index files (pass 4 deletes the latter);
 3. find the first invalid entry — structure, CRC, offsets not increasing or outside the segment's
    range, a transaction marker Kafka cannot parse — and, like ``recoverLog`` (§12.4), move every
-   later segment and the cut tail into the quarantine, then truncate;
+   later segment into the quarantine, then copy the cut tail there and truncate (later
+   segments first: a run killed after the cut must not find them valid and keep them);
 4. rebuild ``.index``/``.timeindex`` where missing, inconsistent or truncated, and ``.txnindex``
    from the ABORT markers (§12.5, :mod:`~kafkalog_spark.recovery.rebuild`);
-5. producer snapshots: quarantine corrupt ones, ones beyond the new log end and ones that
-   contradict the log; write the snapshot at the log end offset (§12.7);
+5. producer snapshots: write the snapshot at the log end offset (§12.7), then quarantine
+   corrupt ones, ones beyond the new log end and ones that contradict the log;
 6. ``leader-epoch-checkpoint`` from the batch headers (``assign``, truncated at the log end and
    the log start, §11.2);
 
@@ -135,6 +136,7 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         q = Quarantine(log_dir.path, quarantine_dir, step=step)
         if execute_plan:
             with hold_lock(log_dir.path):
+                q.resume()
                 _recover_log_dir(log_dir, report, q, step, execute_plan=True)
                 q.finish()
         else:
@@ -287,15 +289,6 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0) -> Part
                     out.actions.append(Action(QUARANTINE_FILE, str(p), f"segment after the "
                                               f"truncation point ({reason} in {segs[i].log.name} "
                                               f"at byte {pos})"))
-    for o, (p, why) in sorted(corrupt.items()):
-        out.actions.append(Action(QUARANTINE_FILE, str(p), f"corrupt producer snapshot: {why}"))
-    for o, (p, _) in sorted(valid.items()):
-        if o > leo:
-            out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot beyond the "
-                                      f"log end offset {leo}"))
-        elif o in replay.distrusted:
-            out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot contradicts "
-                                      f"the log: {replay.distrusted[o]}"))
     if cut is not None and cut[1] < segs[cut[0]].log_size:
         seg = segs[cut[0]]
         out.actions.append(Action(CUT_TAIL, str(seg.log), f"{cut[2]} at byte {cut[1]}",
@@ -313,6 +306,18 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0) -> Part
         out.actions.append(Action(WRITE_FILE, str(path), "producer state at the log end offset "
                                   "replayed from the batch headers",
                                   content=replay.states[leo].to_bytes()))
+    # only now the other snapshots go: deciding step 5 must not depend on whether a killed
+    # run had already moved them (a snapshot at the log end is replaced by the write itself)
+    for o, (p, why) in sorted(corrupt.items()):
+        if o != leo:
+            out.actions.append(Action(QUARANTINE_FILE, str(p), f"corrupt producer snapshot: {why}"))
+    for o, (p, _) in sorted(valid.items()):
+        if o > leo:
+            out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot beyond the "
+                                      f"log end offset {leo}"))
+        elif o in replay.distrusted and o != leo:
+            out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot contradicts "
+                                      f"the log: {replay.distrusted[o]}"))
     # 6: leader epochs
     out.actions.extend(_plan_leader_epochs(part, epochs, out.first_base, leo, log_start_checkpoint))
     return out
