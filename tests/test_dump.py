@@ -403,3 +403,17 @@ def test_options_are_checked() -> None:
     result = CliRunner().invoke(cli, ["dump", "--value-decoder-class", "com.Foo", "x.log"])
     assert isinstance(result.exception, InvalidOptionError)
     assert run(code=2).exit_code == 2  # no files: usage error
+
+
+def test_undecodable_records_reported_and_dump_goes_on(tmp_path: Path) -> None:
+    raw = bytearray(bytes.fromhex(V2_1))
+    raw[57:61] = (2).to_bytes(4, "big")  # recordsCount 2, but one record follows
+    log = tmp_path / "00000000000000000000.log"
+    log.write_bytes(bytes(raw) + bytes.fromhex(V2_3))
+    out = run("--deep-iteration", "--files", str(log), code=1)
+    lines = out.stdout.splitlines()
+    assert lines[2].startswith("baseOffset: 0 lastOffset: 0 count: 2 ")
+    assert lines[3].startswith("baseOffset: 3 lastOffset: 3 count: 1 ")
+    assert lines[4] == ("| offset: 3 CreateTime: 1503229962141 keySize: -1 valueSize: 3 "
+                        "sequence: -1 headerKeys: []")
+    assert "premature EOF" in out.stderr and "byte position 0" in out.stderr

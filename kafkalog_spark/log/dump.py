@@ -228,13 +228,12 @@ def _upper_snake(name: str) -> str:
     return re.sub(r"(?<!^)(?=[A-Z])", "_", name).upper()
 
 
-class _Records:
-    """Decoded records of one entry, as Python lists (one element per record)."""
+class _Rows:
+    """Decoded records of a chunk as Python lists (converted once per decode call)."""
 
-    __slots__ = ("offset", "ts", "key", "value", "seq", "header_keys", "crc", "valid")
+    __slots__ = ("offset", "ts", "key", "value", "seq", "header_keys")
 
-    def __init__(self, table: pa.Table, lo: int, hi: int) -> None:
-        t = table.slice(lo, hi - lo)
+    def __init__(self, t: pa.Table) -> None:
         self.offset = t.column("offset").to_pylist()
         ts = t.column("timestamp").cast(pa.int64()).fill_null(-1000).to_numpy()
         self.ts = (ts // 1000).tolist()
@@ -243,8 +242,21 @@ class _Records:
         self.seq = t.column("sequence").to_pylist()
         self.header_keys = [[h["key"] for h in hs] if hs else []
                             for hs in t.column("headers").to_pylist()]
+
+
+class _Records:
+    """The records of one entry: rows ``[lo, hi)`` of a chunk, plus the legacy per-message CRC
+    and validity Kafka prints for v0/v1 records."""
+
+    __slots__ = ("rows", "lo", "hi", "crc", "valid")
+
+    def __init__(self, rows: _Rows, lo: int, hi: int) -> None:
+        self.rows, self.lo, self.hi = rows, lo, hi
         self.crc: list[int] | None = None
         self.valid: list[bool] | None = None
+
+    def __len__(self) -> int:
+        return self.hi - self.lo
 
 
 class _Dumper:
@@ -395,10 +407,12 @@ class _Dumper:
             self.out.write("\n".join(lines) + "\n")
             lines.clear()
 
-    def record_lines(self, lines: list[str], r: _Records, label: str, magic: int, control: bool,
-                     absolute: str, last: list[int]) -> None:
+    def record_lines(self, lines: list[str], rec: _Records, label: str, magic: int,
+                     control: bool, absolute: str, last: list[int]) -> None:
         skip_meta, print_data = self.o.skip_record_metadata, self.o.print_data and not control
-        for j, off in enumerate(r.offset):
+        r = rec.rows
+        for j in range(rec.lo, rec.hi):
+            off = r.offset[j]
             if off != last[0] + 1:
                 self.report.non_consecutive.setdefault(absolute, {})[last[0]] = off
             last[0] = off
@@ -413,8 +427,8 @@ class _Dumper:
                     "timestamp": r.ts[j], "key_size": ks, "value_size": vs,
                     "sequence": r.seq[j] if magic >= 2 else None,
                     "header_keys": r.header_keys[j] if magic >= 2 else None,
-                    "is_valid": r.valid[j] if r.valid is not None else None,
-                    "crc": r.crc[j] if r.crc is not None else None,
+                    "is_valid": rec.valid[j - rec.lo] if rec.valid is not None else None,
+                    "crc": rec.crc[j - rec.lo] if rec.crc is not None else None,
                     "control": ctl[1] if ctl else None}
                 if parsed is not None:
                     obj["key"], obj["value"] = parsed
@@ -425,8 +439,8 @@ class _Dumper:
                 s = f"{RECORD_INDENT} offset: {off} {label}: {r.ts[j]} keySize: {ks} valueSize: {vs}"
                 if magic >= 2:
                     s += f" sequence: {r.seq[j]} headerKeys: [{','.join(r.header_keys[j])}]"
-                if r.crc is not None:
-                    s += f" isValid: {_b(r.valid[j])} crc: {r.crc[j]}"
+                if rec.crc is not None:
+                    s += f" isValid: {_b(rec.valid[j - rec.lo])} crc: {rec.crc[j - rec.lo]}"
                 if ctl:
                     s += ctl[0]
             if parsed is not None:
@@ -459,6 +473,7 @@ class _Dumper:
         start = int(e.position[0])
         end = int(e.position[-1] + e.entry_size[-1])
         table, bad = self.decode(buf, start, end, file)
+        rows = _Rows(table)
         out: list[_Records | str] = []
         cursor = 0
         for i in range(n):
@@ -468,21 +483,21 @@ class _Dumper:
             elif expected[i] is None:
                 break
             else:
-                out.append(_Records(table, cursor, cursor + expected[i]))  # type: ignore[operator]
+                out.append(_Records(rows, cursor, cursor + expected[i]))  # type: ignore[operator]
                 cursor += expected[i]  # type: ignore[operator]
         if len(out) != n or cursor != table.num_rows:
             out = []  # counts disagree with the rows: decode entry by entry instead
             for i in range(n):
                 p = int(e.position[i])
                 t, b = self.decode(buf, p, p + int(e.entry_size[i]), file)
-                out.append(b[p] if p in b else _Records(t, 0, t.num_rows))
+                out.append(b[p] if p in b else _Records(_Rows(t), 0, t.num_rows))
         legacy = np.flatnonzero(e.magic < 2).tolist()
         if legacy:
             valid = verify_crcs(buf, e)
             for i in legacy:
                 r = out[i]
                 if isinstance(r, _Records):
-                    if i in inner and len(inner[i][0]) == len(r.offset):
+                    if i in inner and len(inner[i][0]) == len(r):
                         r.crc, r.valid = inner[i]
                     elif codec[i] == 0:
                         r.crc, r.valid = [int(e.crc[i])], [bool(valid[i])]
