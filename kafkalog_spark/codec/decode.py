@@ -41,7 +41,7 @@ from . import layout as L
 from .compression import DEFAULT_MAX_DECOMPRESSED
 from .crc import CRC32_TABLES, compute_crcs_at
 from .legacy import check_legacy_codec, wrapper_value_range
-from .scan import (STOP_END, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, STOP_BAD_MAGIC, EntryTable,
+from .scan import (STOP_BAD_MAGIC, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, EntryTable,
                    as_uint8, scan_entries)
 from .schema import HEADER_TYPE, HEADERS_TYPE, record_schema
 from ..errors import (CorruptRecordError, InvalidOptionError, KafkaLogError, Location,
@@ -321,6 +321,8 @@ class _Decoder:
             aux_size += len(plain)
         units = units.prefix(consumed)
         idx = idx[:consumed]
+        # entries past the budget cut are checked again by the next chunk
+        errors = {e: exc for e, exc in errors.items() if e <= idx[-1]}
         aux = np.frombuffer(b"".join(aux_parts), dtype=np.uint8) if aux_parts else _EMPTY
         for e in errors:
             units.status[np.searchsorted(idx, e)] = -1  # not decoded
