@@ -21,7 +21,11 @@ parse, a coordinator record without key, an index entry pointing at no batch) th
 what is wrong on the error stream — one line naming file, position and base offset — and goes on
 with the next batch or file; :attr:`DumpReport.errors` then makes the command exit non-zero. An
 index entry whose position holds no readable batch is reported as a mismatch with log offset
-−1. Record timestamps beyond ±2^63/1000 ms print as −1 (the decoder cannot carry them).
+−1. The time index dump looks positions up in the valid prefix of the offset index (Kafka
+binary-searches every entry, zero tail included). Record timestamps beyond ±2^63/1000 ms print
+as −1 (the decoder cannot carry them). Decoder JSON comes from
+:mod:`kafkalog_spark.codec.internal_topics`; record types it has no field table for print their
+bytes as ``"data":null,"raw":"<hex>"`` where Kafka would print the fields.
 Files are only memory-mapped read-only: no byte and no modification time changes.
 """
 
