@@ -6,7 +6,7 @@ Replacement, ``LocalLog.replaceSegments`` (KAFKA_FORMATS §12.8), as :func:`repl
     1  write every new segment file as <name>.cleaned, fsync, set mtime; fsync the dir
     2  rename .cleaned -> .swap, new segments in DESCENDING base-offset order; fsync the dir
     3  rename every file of each old segment (ascending) to <name>.deleted
-    4  rename .swap -> <name> (indexes first, the .log last); fsync the dir
+    4  rename .swap -> <name> (the .log first, as changeFileSuffixes does); fsync the dir
     5  dispose of the .deleted files
 
 Load-time passes, ``LogLoader.load`` (§12.2), as :func:`plan_swap_recovery`::
@@ -136,9 +136,9 @@ def plan_swap_recovery(pdir: str | os.PathLike[str]) -> list[SwapAction]:
                 dispose(p, f"old file replaced by the swap segments covering offsets "
                         f"[{min_swap}, {max_swap})", 2)
 
-    # pass 3: index files before their .log, so a crash in between leaves the .log.swap that
-    # makes pass 2 run again
-    for p in sorted(swaps, key=lambda s: (_strip(s.name, N.SWAP).endswith("." + N.LOG), s.name)):
+    # pass 3: each .log before its index files — once a .log is live, pass 2 no longer sees its
+    # range, so a crash in between cannot make pass 2 dispose of already renamed new indexes
+    for p in sorted(swaps, key=lambda s: (not _strip(s.name, N.SWAP).endswith("." + N.LOG), s.name)):
         actions.append(SwapAction(RENAME, p, "complete the swap", p.with_name(_strip(p.name, N.SWAP)), 3))
     return actions
 
@@ -206,10 +206,10 @@ def _segment_files(seg: NewSegment) -> list[tuple[str, bytes | bytearray | memor
         built = build_indexes(seg.log, seg.base_offset)
         index = built.offset_index.to_bytes() if index is None else index
         timeindex = built.time_index.to_bytes() if timeindex is None else timeindex
-    files = [(N.INDEX, index), (N.TIME_INDEX, timeindex)]
+    files = [(N.LOG, seg.log), (N.INDEX, index), (N.TIME_INDEX, timeindex)]
     if seg.txnindex is not None:
         files.append((N.TXN_INDEX, seg.txnindex))
-    return files + [(N.LOG, seg.log)]  # the .log last in every rename sequence
+    return files  # the .log first in every rename sequence (see pass 3)
 
 
 def replace_segments(pdir: str | os.PathLike[str], new: Sequence[NewSegment],
@@ -302,7 +302,7 @@ def replace_segments(pdir: str | os.PathLike[str], new: Sequence[NewSegment],
                 os.replace(p, target)
                 deleted.append(target)
     fsync_dir(pdir)
-    # 4: .swap -> live (the .log of each segment last)
+    # 4: .swap -> live (the .log of each segment first)
     for pairs in reversed(swapped):
         for swap, final in pairs:
             say(f"rename {swap.name} -> {final.name}")
