@@ -28,3 +28,45 @@ def spark():
     s = session("local[2]", app_name="kafkalog-tests", driver_memory="2g")
     yield s
     s.stop()
+
+
+class LockHolder:
+    """Another process holding ``<log_dir>/.lock`` exactly as a running broker does (a POSIX
+    record lock, what the JVM's ``FileChannel.tryLock`` takes on Linux)."""
+
+    SCRIPT = ("import fcntl, sys\n"
+              "f = open(sys.argv[1], 'a+b')\n"
+              "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
+              "print('locked', flush=True)\n"
+              "sys.stdin.read()\n")
+
+    def __init__(self, log_dir: Path) -> None:
+        import subprocess
+        import sys
+
+        log_dir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([sys.executable, "-c", self.SCRIPT, str(log_dir / ".lock")],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None and self.proc.stdout.readline().strip() == "locked"
+        self.pid = self.proc.pid
+
+    def release(self) -> None:
+        if self.proc.poll() is None:
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+            self.proc.wait(timeout=30)
+
+
+@pytest.fixture
+def lock_holder():
+    """``lock_holder(log_dir) -> LockHolder``: lock a log dir from another process for the rest
+    of the test (released at teardown)."""
+    holders: list[LockHolder] = []
+
+    def hold(log_dir: Path) -> LockHolder:
+        holders.append(LockHolder(log_dir))
+        return holders[-1]
+
+    yield hold
+    for h in holders:
+        h.release()

@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
@@ -96,30 +95,20 @@ def test_info_changes_nothing(shared_fixtures: Path, tmp_path: Path) -> None:
             os.chmod(Path(dirpath) / d, 0o755)
 
 
-def test_lock_and_duplicates_are_reported(shared_fixtures: Path, tmp_path: Path) -> None:
+def test_lock_and_duplicates_are_reported(shared_fixtures: Path, tmp_path: Path,
+                                         lock_holder) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     for d in (a, b):
         shutil.copytree(shared_fixtures / DONALD / "__consumer_offsets-17",
                         d / "__consumer_offsets-17", copy_function=shutil.copyfile)
         (d / ".lock").touch()
-    holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import fcntl, sys\nf = open(sys.argv[1], 'r+b')\n"
-         "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nprint('locked', flush=True)\n"
-         "sys.stdin.read()\n", str(a / ".lock")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
-        out = run(str(a), str(b))
-        assert f"lock: LOCKED by pid {holder.pid}" in out
-        assert "__consumer_offsets-17 is in 2 places (CONFLICT)" in out
-        rep = json.loads(run(str(a), str(b), "--json"))
-        assert rep["log_dirs"][0]["lock"]["held_by_pid"] == holder.pid
-        assert rep["duplicates"][0]["replica_move"] is False
-    finally:
-        assert holder.stdin is not None
-        holder.stdin.close()
-        holder.wait(timeout=30)
+    holder = lock_holder(a)
+    out = run(str(a), str(b))
+    assert f"lock: LOCKED by pid {holder.pid}" in out
+    assert "__consumer_offsets-17 is in 2 places (CONFLICT)" in out
+    rep = json.loads(run(str(a), str(b), "--json"))
+    assert rep["log_dirs"][0]["lock"]["held_by_pid"] == holder.pid
+    assert rep["duplicates"][0]["replica_move"] is False
 
 
 def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

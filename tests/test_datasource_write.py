@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -147,20 +145,10 @@ def test_overwrite_replaces_written_partitions(tmp_path: Path) -> None:
     assert verify(log_dir, deep=True).ok
 
 
-def test_refuses_a_locked_log_dir(tmp_path: Path) -> None:
+def test_refuses_a_locked_log_dir(tmp_path: Path, lock_holder) -> None:
     log_dir = tmp_path / "logs"
-    log_dir.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, time\n"
-        f"f = open({str(log_dir / '.lock')!r}, 'a+')\n"
-        "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-        "print('locked', flush=True)\n"
-        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(LogDirLockedError, match=str(holder.pid)):
-            KafkaLogWriter({"path": str(log_dir), "topic": "t", "numPartitions": "1"},
-                           schema("value"), False)
-    finally:
-        holder.kill()
+    holder = lock_holder(log_dir)
+    with pytest.raises(LogDirLockedError, match=str(holder.pid)):
+        KafkaLogWriter({"path": str(log_dir), "topic": "t", "numPartitions": "1"},
+                       schema("value"), False)
         holder.wait()

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -182,21 +179,11 @@ def test_refusals(tmp_path: Path) -> None:
         kl.write_log(t, tmp_path)
 
 
-def test_refuses_a_log_dir_locked_by_a_live_process(tmp_path: Path) -> None:
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, sys, time\n"
-        f"f = open({str(tmp_path / '.lock')!r}, 'a+')\n"
-        "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-        "print('locked', flush=True)\n"
-        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(LogDirLockedError, match=str(holder.pid)):
-            kl.write_log(records(5), tmp_path)
-        assert not (tmp_path / "orders-0").exists()
-    finally:
-        holder.kill()
-        holder.wait()
+def test_refuses_a_log_dir_locked_by_a_live_process(tmp_path: Path, lock_holder) -> None:
+    holder = lock_holder(tmp_path)
+    with pytest.raises(LogDirLockedError, match=str(holder.pid)):
+        kl.write_log(records(5), tmp_path)
+    assert not (tmp_path / "orders-0").exists()
 
 
 # --- staging and publishing (shared with the Spark writer) -------------------------------------

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -139,7 +137,7 @@ def test_killed_task_leaves_no_trace(spark, tmp_path: Path) -> None:
     assert staging(log_dir) == []
 
 
-def test_bad_options_and_locked_dir(spark, tmp_path: Path) -> None:
+def test_bad_options_and_locked_dir(spark, tmp_path: Path, lock_holder) -> None:
     log_dir = tmp_path / "logs"
     df = spark.range(3).selectExpr("cast(cast(id as string) as binary) as value")
     with pytest.raises(Exception, match="compression must be one of none, gzip"):
@@ -147,19 +145,9 @@ def test_bad_options_and_locked_dir(spark, tmp_path: Path) -> None:
             .option("compression", "brotli").save(str(log_dir))
     with pytest.raises(Exception, match="unknown write option"):
         df.write.format("kafkalog").mode("append").option("topic", "t").option("bogus", "1").save(str(log_dir))
-    log_dir.mkdir()
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import fcntl, time\n"
-        f"f = open({str(log_dir / '.lock')!r}, 'a+')\n"
-        "fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\n"
-        "print('locked', flush=True)\n"
-        "time.sleep(60)\n")], stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "locked"
-        with pytest.raises(Exception, match="locked by process"):
-            df.write.format("kafkalog").mode("append").option("topic", "t").option("numPartitions", "1") \
-                .save(str(log_dir))
-    finally:
-        holder.kill()
-        holder.wait()
+    holder = lock_holder(log_dir)
+    with pytest.raises(Exception, match="locked by process"):
+        df.write.format("kafkalog").mode("append").option("topic", "t").option("numPartitions", "1") \
+            .save(str(log_dir))
+    holder.release()
     assert sorted(p.name for p in log_dir.iterdir()) == [".lock"] and staging(log_dir) == []
