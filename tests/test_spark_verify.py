@@ -1,0 +1,63 @@
+"""Spark verify job: same report as the local verify, segments as tasks, problems DataFrame."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import kafkalog_spark as kl
+from kafkalog_spark.cli import cli
+from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.log.verify import verify
+from kafkalog_spark.recovery.verify_job import problems_dataframe, verify_spark
+
+from test_read_write import records
+from test_verify import REAL_LOG_DIRS
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture()
+def damaged(tmp_path: Path) -> Path:
+    kl.write_log(records(1500, partitions=2), tmp_path / "logs", codec="none",
+                 segment_bytes=16 * 1024, max_batch_records=30)
+    seg = sorted((tmp_path / "logs" / "orders-1").glob("*.log"))[2]
+    data = bytearray(seg.read_bytes())
+    data[int(scan_entries(bytes(data)).position[2]) + 90] ^= 0x40
+    seg.write_bytes(data + b"\x01tail")
+    (tmp_path / "logs" / "orders-0" / "00000000000000000000.index").unlink()
+    return tmp_path / "logs"
+
+
+def test_spark_report_equals_local(spark, damaged: Path) -> None:
+    local = verify(damaged, deep=True)
+    distributed = verify_spark(spark, damaged, deep=True, tasks=3)
+    assert not local.ok
+    assert distributed.to_dict() == local.to_dict()
+    df = problems_dataframe(spark, distributed)
+    errors = df.filter("severity = 'error'").select("check", "file", "position").collect()
+    assert {(r.check, r.position) for r in errors} == {(p.check, p.position) for p in local.errors()}
+
+
+def test_spark_on_real_dirs(spark, shared_fixtures: Path, tmp_path: Path) -> None:
+    dirs = []
+    for i, name in enumerate(REAL_LOG_DIRS[:3]):
+        dirs.append(tmp_path / f"d{i}")
+        shutil.copytree(shared_fixtures / name, dirs[-1])
+    report = verify_spark(spark, dirs)  # as JBOD: the same __consumer_offsets in several dirs
+    assert report.to_dict() == verify(dirs).to_dict()
+    assert {p.message.split(" is present")[0] for p in report.errors()} <= {
+        f"__consumer_offsets-{n}" for n in range(50)}
+
+
+def test_cli_spark_flag_and_threshold(spark, damaged: Path) -> None:
+    runner = CliRunner()
+    by_flag = runner.invoke(cli, ["verify", "--spark", str(damaged)])
+    by_size = runner.invoke(cli, ["verify", "--spark-threshold", "1", str(damaged)])
+    local = runner.invoke(cli, ["verify", "--local", str(damaged)])
+    assert by_flag.exit_code == by_size.exit_code == local.exit_code == 1
+    assert by_flag.output == by_size.output == local.output
+    assert runner.invoke(cli, ["verify", "--spark", "--local", str(damaged)]).exit_code == 2
