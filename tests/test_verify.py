@@ -163,3 +163,92 @@ def test_verify_is_read_only(log_dir: Path, tmp_path: Path) -> None:
     verify(copy, deep=True)
     after = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in copy.rglob("*") if p.is_file()}
     assert before == after
+
+
+# --- partition and log-dir level checks ---------------------------------------------------
+
+
+def _txn_partition(log_dir: Path) -> Path:
+    from test_index import marker, txn_batch
+
+    pdir = log_dir / "txn-0"
+    pdir.mkdir(parents=True)
+    log = (txn_batch(0, 7, 0, 3) + txn_batch(3, 8, 0, 2) + marker(5, 7, 0, 0, 4)
+           + marker(6, 8, 0, 1, 4))
+    (pdir / "00000000000000000000.log").write_bytes(log)
+    return pdir
+
+
+def test_txn_index_against_markers(tmp_path: Path) -> None:
+    from kafkalog_spark.codec.index import TxnIndex
+
+    pdir = _txn_partition(tmp_path / "logs")
+    txn = pdir / "00000000000000000000.txnindex"
+    problem = only(verify(pdir), "txnindex")
+    assert "missing" in problem.message
+    txn.write_bytes(TxnIndex.from_entries(0, [(7, 0, 5, 3)]).to_bytes())
+    assert not [p for p in verify(pdir).problems if p.check == "txnindex"]
+    txn.write_bytes(TxnIndex.from_entries(0, [(7, 0, 5, 6)]).to_bytes())  # wrong LSO
+    problem = only(verify(pdir), "txnindex")
+    assert (problem.file, problem.position) == (str(txn.resolve()), 0) and "(7, 0, 5, 3)" in problem.message
+    txn.write_bytes(TxnIndex.from_entries(0, [(7, 0, 5, 3), (8, 3, 6, 7)]).to_bytes())
+    assert only(verify(pdir), "txnindex").position == 34
+
+
+def test_producer_snapshot_crc_and_contents(tmp_path: Path) -> None:
+    from kafkalog_spark.codec.snapshot import ProducerEntry, ProducerSnapshot, rebuild_producer_snapshot
+
+    pdir = _txn_partition(tmp_path / "logs")
+    log = (pdir / "00000000000000000000.log").read_bytes()
+    good = rebuild_producer_snapshot([log])
+    snap = pdir / "00000000000000000007.snapshot"
+    snap.write_bytes(good.to_bytes())
+    assert not [p for p in verify(pdir, check_indexes=False).problems if p.check == "snapshot"]
+    wrong = ProducerSnapshot((good.entries[0].__class__(**{**good.entries[0].__dict__, "last_sequence": 99}),
+                              *good.entries[1:]))
+    snap.write_bytes(wrong.to_bytes())
+    problem = only(verify(pdir, check_indexes=False), "snapshot")
+    assert problem.position == 10 and "last_sequence 99" in problem.message
+    ghost = ProducerSnapshot((*good.entries, ProducerEntry(42, 0, 5, 3, 0, 1, -1, -1)))
+    snap.write_bytes(ghost.to_bytes())
+    assert "producer 42" in only(verify(pdir, check_indexes=False), "snapshot").message
+    data = bytearray(good.to_bytes())
+    data[20] ^= 1
+    snap.write_bytes(data)
+    assert "checksum" in only(verify(pdir, check_indexes=False), "snapshot").message
+    (pdir / "00000000000000000099.snapshot").write_bytes(good.to_bytes())
+    snap.unlink()
+    assert "beyond the log end" in only(verify(pdir, check_indexes=False), "snapshot").message
+
+
+def test_checkpoint_sanity(log_dir: Path) -> None:
+    from kafkalog_spark.codec.checkpoints import format_offset_checkpoint
+
+    def write(name: str, offset: int) -> Path:
+        p = log_dir / name
+        p.write_text(format_offset_checkpoint({("orders", 0): offset}))
+        return p
+
+    rp = write("recovery-point-offset-checkpoint", 2001)
+    problem = only(verify(log_dir), "checkpoint")
+    assert problem.file == str(rp.resolve()) and "2000" in problem.message
+    write("recovery-point-offset-checkpoint", 2000)
+    write("log-start-offset-checkpoint", 5000)
+    assert "delete every segment" in only(verify(log_dir), "checkpoint").message
+    write("log-start-offset-checkpoint", 10)
+    write("cleaner-offset-checkpoint", 3000)
+    assert "cleaner" in only(verify(log_dir), "checkpoint").message
+    write("cleaner-offset-checkpoint", 5)
+    report = verify(log_dir)
+    assert report.ok and any("below the log start" in p.message for p in report.problems)
+    (log_dir / "replication-offset-checkpoint").write_text("0\n1\nbad line\n")
+    assert only(verify(log_dir), "checkpoint").file == str((log_dir / "replication-offset-checkpoint").resolve())
+
+
+def test_offsets_across_segments(log_dir: Path) -> None:
+    seg = segment(log_dir, 2)
+    data = bytearray(seg.read_bytes())
+    data[0:8] = struct.pack(">q", 5)  # below the previous segment's last offset (and its base)
+    seg.write_bytes(data)
+    problems = [p for p in verify(log_dir, check_indexes=False).errors() if p.check == "offsets"]
+    assert {p.position for p in problems} == {0} and any("previous segment" in p.message for p in problems)
