@@ -1,0 +1,246 @@
+"""Effective topic configuration (log layer): the log-management settings of a topic and where
+each value came from.
+
+Sources, strongest first:
+
+1. ``options`` — values given to the job/command (``retention.ms=...``);
+2. a config file — JSON (``{"topic": {"retention.ms": 1000}}`` or a flat ``{"retention.ms":
+   1000}`` applying to every topic) or Java ``.properties`` (flat);
+3. the KRaft metadata log ``<log dir>/__cluster_metadata-0``: ``ConfigRecord`` s with
+   ``resourceType`` 2 (TOPIC); a later record overrides an earlier one, a null value removes the
+   override (``ConfigurationControlManager.replay``);
+4. the topic-level settings Kafka creates internal topics with (``__consumer_offsets`` and
+   ``__transaction_state`` are ``compact``);
+5. Kafka's defaults (``LogConfig`` / ``CleanerConfig``, KAFKA_FORMATS §14.3, §15.10).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..codec.checkpoints import parse_java_properties
+from ..errors import InvalidOptionError, KafkaLogError, Location
+from . import naming as N
+
+LONG_MAX = 2**63 - 1
+TOPIC_RESOURCE_TYPE = 2  # org.apache.kafka.common.config.ConfigResource.Type.TOPIC
+
+# name -> (default, type, description): the one table of defaults
+CONFIG_TABLE: dict[str, tuple[Any, type, str]] = {
+    "cleanup.policy": ("delete", str, "delete, compact, or both (comma separated)"),
+    "retention.ms": (604_800_000, int, "delete segments older than this (-1: never)"),
+    "retention.bytes": (-1, int, "delete oldest segments while the log is larger (-1: never)"),
+    "delete.retention.ms": (86_400_000, int, "how long compaction keeps tombstones and markers"),
+    "min.compaction.lag.ms": (0, int, "records younger than this are not compacted"),
+    "max.compaction.lag.ms": (LONG_MAX, int, "compact a log whose dirty data is older than this"),
+    "min.cleanable.dirty.ratio": (0.5, float, "compact when dirty/(clean+dirty) exceeds this"),
+    "segment.bytes": (1_073_741_824, int, "largest segment; bounds cleaned segment groups"),
+    "segment.index.bytes": (10_485_760, int, "largest index file; bounds cleaned segment groups"),
+    "file.delete.delay.ms": (60_000, int, "delay before .deleted files are removed"),
+}
+INTERNAL_TOPIC_CONFIG = {"__consumer_offsets": {"cleanup.policy": "compact"},
+                         "__transaction_state": {"cleanup.policy": "compact"}}
+POLICIES = ("delete", "compact")
+
+SOURCE_OPTION, SOURCE_FILE, SOURCE_METADATA = "option", "file", "metadata log"
+SOURCE_INTERNAL, SOURCE_DEFAULT = "internal topic", "default"
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """The settings of one topic that retention and compaction use (Kafka's names with ``_``)."""
+
+    topic: str
+    cleanup_policy: tuple[str, ...]
+    retention_ms: int
+    retention_bytes: int
+    delete_retention_ms: int
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+    min_cleanable_dirty_ratio: float
+    segment_bytes: int
+    segment_index_bytes: int
+    file_delete_delay_ms: int
+    sources: dict[str, str] = field(default_factory=dict)  # kafka name -> source
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    def to_dict(self) -> dict[str, dict[str, Any]]:
+        """``{kafka name: {"value": ..., "source": ...}}`` (what ``kafkalog info`` can show)."""
+        out = {}
+        for name in CONFIG_TABLE:
+            value = getattr(self, name.replace(".", "_"))
+            out[name] = {"value": ",".join(value) if name == "cleanup.policy" else value,
+                         "source": self.sources.get(name, SOURCE_DEFAULT)}
+        return out
+
+
+def _convert(name: str, raw: Any, where: str) -> Any:
+    if name not in CONFIG_TABLE:
+        raise InvalidOptionError(f"unknown topic config {name!r} ({where}); valid: "
+                                 + ", ".join(CONFIG_TABLE))
+    typ = CONFIG_TABLE[name][1]
+    try:
+        if name == "cleanup.policy":
+            items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
+            policy = tuple(sorted({str(p).strip().lower() for p in items if str(p).strip()}))
+            if not policy or any(p not in POLICIES for p in policy):
+                raise ValueError(raw)
+            return policy
+        if typ is int:
+            if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
+                raise ValueError(raw)
+            return int(str(raw).strip()) if not isinstance(raw, (int, float)) else int(raw)
+        value = float(raw)
+        if not 0.0 <= value <= 1.0:
+            raise ValueError(raw)
+        return value
+    except (TypeError, ValueError) as exc:
+        kind = "delete and/or compact" if name == "cleanup.policy" else typ.__name__
+        raise InvalidOptionError(f"topic config {name}={raw!r} ({where}) is not a valid "
+                                 f"{kind}") from exc
+
+
+def read_config_file(path: str | os.PathLike[str]) -> dict[str | None, dict[str, Any]]:
+    """Read a JSON or ``.properties`` topic config file.
+
+    Returns
+    -------
+    dict
+        ``{topic: {name: value}}``; the key ``None`` holds values for every topic.
+
+    Raises
+    ------
+    InvalidOptionError
+        Unreadable file, bad JSON, or a JSON value that is neither settings nor a topic map.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidOptionError(f"cannot read topic config file {p}: {exc}") from exc
+    if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InvalidOptionError(f"topic config file {p} is not valid JSON: {exc}") from exc
+        if not isinstance(data, dict):
+            raise InvalidOptionError(f"topic config file {p} must hold a JSON object")
+        if all(isinstance(v, dict) for v in data.values()) and data:
+            return {str(t): dict(v) for t, v in data.items()}
+        return {None: data}
+    return {None: dict(parse_java_properties(text, file=str(p)))}
+
+
+def _replay_config_records(values, offsets, where: str, out: dict[str, dict[str, str]]) -> None:
+    from ..codec.internal_topics import decode_metadata_record
+
+    for value, offset in zip(values, offsets):
+        if value is None:
+            continue
+        rec = decode_metadata_record(value, location=Location(where, None, offset))
+        data = rec.get("data")
+        if rec["type"] != 4 or not data or data["resourceType"] != TOPIC_RESOURCE_TYPE:
+            continue
+        topic = out.setdefault(data["resourceName"], {})
+        if data["value"] is None:
+            topic.pop(data["name"], None)
+        else:
+            topic[data["name"]] = data["value"]
+
+
+def metadata_topic_configs(log_dirs: str | os.PathLike[str] | list) -> dict[str, dict[str, str]]:
+    """Topic configs recorded in the KRaft metadata of the log dirs' ``__cluster_metadata-0``:
+    the newest complete snapshot (``<end offset>-<epoch>.checkpoint``), then the log's records
+    from the snapshot's end offset on, in order (a null value removes an override).
+
+    Returns an empty dict when no log dir holds KRaft metadata.
+    """
+    from ..codec.decode import decode_to_table
+    from .mapped import mapped_file
+    from .reader import iter_log
+
+    dirs = [log_dirs] if isinstance(log_dirs, (str, os.PathLike)) else list(log_dirs)
+    out: dict[str, dict[str, str]] = {}
+    for d in dirs:
+        mdir = Path(d) / f"{N.METADATA_TOPIC}-0"
+        if not mdir.is_dir():
+            continue
+        snaps = []
+        for p in mdir.glob(f"*.{N.CHECKPOINT}"):
+            try:
+                snaps.append((N.parse_kraft_snapshot_name(p.name).end_offset, p))
+            except KafkaLogError:
+                continue
+        start = 0
+        if snaps:
+            start, snap = max(snaps)
+            with mapped_file(snap) as buf:
+                table = decode_to_table(buf, topic=N.METADATA_TOPIC, partition=0, file=str(snap))
+            _replay_config_records(table.column("value").to_pylist(),
+                                   table.column("offset").to_pylist(), str(snap), out)
+        if any(mdir.glob(f"*.{N.LOG}")):
+            for batch in iter_log(mdir, start_offset=start):
+                _replay_config_records(batch.column("value").to_pylist(),
+                                       batch.column("offset").to_pylist(), str(mdir), out)
+    return out
+
+
+def effective_config(topic: str, *, options: Mapping[str, Any] | None = None,
+                     config_file: str | os.PathLike[str] | None = None,
+                     log_dirs: str | os.PathLike[str] | list | None = None,
+                     metadata: Mapping[str, Mapping[str, str]] | None = None) -> TopicConfig:
+    """The effective config of ``topic`` with the source of each value (module docstring).
+
+    Parameters
+    ----------
+    topic : str
+        Topic name.
+    options : mapping, optional
+        Job/command options (Kafka names), the strongest source.
+    config_file : path, optional
+        JSON or ``.properties`` file (:func:`read_config_file`).
+    log_dirs : path or list, optional
+        Log dirs whose ``__cluster_metadata-0`` is read (ignored when ``metadata`` is given).
+    metadata : mapping, optional
+        Pre-read :func:`metadata_topic_configs` (saves re-reading it per topic).
+
+    Raises
+    ------
+    InvalidOptionError
+        An unknown config name or a bad value (the message names the source).
+    """
+    values: dict[str, Any] = {name: spec[0] for name, spec in CONFIG_TABLE.items()}
+    values["cleanup.policy"] = ("delete",)
+    sources = {name: SOURCE_DEFAULT for name in CONFIG_TABLE}
+    if metadata is None and log_dirs is not None:
+        try:
+            metadata = metadata_topic_configs(log_dirs)
+        except KafkaLogError as exc:
+            raise KafkaLogError(f"cannot read topic configs from the metadata log: {exc}") from exc
+    layers: list[tuple[str, Mapping[str, Any]]] = [
+        (SOURCE_INTERNAL, INTERNAL_TOPIC_CONFIG.get(topic, {})),
+        (SOURCE_METADATA, {k: v for k, v in (metadata or {}).get(topic, {}).items()
+                           if k in CONFIG_TABLE}),  # a broker topic has many other configs
+    ]
+    if config_file is not None:
+        by_topic = read_config_file(config_file)
+        layers.append((SOURCE_FILE, {**by_topic.get(None, {}), **by_topic.get(topic, {})}))
+    layers.append((SOURCE_OPTION, options or {}))
+    for source, layer in layers:
+        for name, raw in layer.items():
+            values[name] = _convert(name, raw, f"{source} for topic {topic}")
+            sources[name] = source
+    return TopicConfig(topic=topic, sources=sources,
+                       **{name.replace(".", "_"): v for name, v in values.items()})

@@ -1,0 +1,302 @@
+"""Retention (log-management layer): ``UnifiedLog.deleteOldSegments`` offline (KAFKA_FORMATS §14).
+
+Planning, per partition, in Kafka's order — each pass deletes a prefix of what is left::
+
+    logStartOffsetBreach  S deletable iff its successor's base offset <= log start offset
+    retentionSizeBreach   (policy has delete, retention.bytes >= 0, size >= retention.bytes)
+                          diff = size - retention.bytes; S deletable while diff - S.size >= 0
+    retentionMsBreach     (policy has delete, retention.ms >= 0) now - S.largestTimestamp > ms
+    common guards         high watermark >= S's upper bound (next base offset, or the LEO);
+                          never the active (last) segment, so never an empty log; stop at the
+                          first segment that is not deletable
+
+A pure ``compact`` policy runs only the first pass. Execution, under the log dir's ``.lock``::
+
+    1  log-start-offset-checkpoint := first surviving segment's base (atomic write) — so a crash
+       after this point never re-exposes data that is about to go
+    2  leader-epoch-checkpoint truncated from the start (``truncateFromStart``)
+    3  rename every file of each deleted segment (``.log`` last) and its producer snapshot to
+       ``<name>.deleted``
+    4  remove the ``.deleted`` files now (``delete_delay_ms == 0``) or leave them for a later
+       run, which removes those renamed more than ``file.delete.delay.ms`` ago
+
+Unlike a broker, the active segment is never deleted (a broker would first roll an empty one).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..codec import checkpoints as C
+from ..errors import InvalidOptionError
+from ..log import naming as N
+from ..log.atomic import fsync_dir, read_checkpoint_file, write_checkpoint_file
+from ..log.discovery import discover
+from ..log.lock import ensure_not_locked, hold_lock
+from ..log.topic_config import TopicConfig, effective_config, metadata_topic_configs
+from .state import PartitionState, SegmentState, partition_state, read_offsets
+
+Step = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Deletion:
+    """One segment to delete and the rule that deletes it."""
+
+    base_offset: int
+    size: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class PartitionRetention:
+    """The retention plan of one partition."""
+
+    topic: str
+    partition: int
+    path: Path
+    log_dir: Path
+    deletions: tuple[Deletion, ...]
+    log_start_offset: int
+    new_log_start_offset: int
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"partition": f"{self.topic}-{self.partition}", "path": str(self.path),
+                "log_start_offset": self.log_start_offset,
+                "new_log_start_offset": self.new_log_start_offset,
+                "deleted_segments": [{"base_offset": d.base_offset, "bytes": d.size,
+                                      "reason": d.reason} for d in self.deletions],
+                "notes": list(self.notes)}
+
+
+def _deletable_prefix(segs: Sequence[SegmentState], state: PartitionState,
+                      predicate: Callable[[SegmentState, SegmentState | None], bool]) -> int:
+    """How many leading segments ``deletableSegments`` returns (active segment excluded)."""
+    n = 0
+    for i, s in enumerate(segs[:-1]):  # the last segment is the active one: never deleted
+        nxt = segs[i + 1]
+        if state.high_watermark < nxt.base_offset or not predicate(s, nxt):
+            break
+        n += 1
+    return n
+
+
+def plan_partition(state: PartitionState, config: TopicConfig, now_ms: int) -> PartitionRetention:
+    """Plan ``deleteOldSegments`` for one partition (module docstring); reads nothing."""
+    segs = list(state.segments)
+    deletions: list[Deletion] = []
+    notes = []
+    if not state.high_watermark_known:
+        notes.append("no replication-offset-checkpoint entry: high watermark taken as the log "
+                     "start offset, nothing above it can be deleted")
+
+    def take(n: int, reason: str) -> None:
+        deletions.extend(Deletion(s.base_offset, s.size, reason) for s in segs[:n])
+        del segs[:n]
+
+    start = state.log_start_offset
+    take(_deletable_prefix(segs, state, lambda s, nxt: nxt is not None and nxt.base_offset <= start),
+         f"below the log start offset {start}")
+    if config.delete:
+        size = sum(s.size for s in segs)
+        if config.retention_bytes >= 0 and size >= config.retention_bytes:
+            diff = [size - config.retention_bytes]
+
+            def over_size(s: SegmentState, nxt: SegmentState | None) -> bool:
+                if diff[0] - s.size >= 0:
+                    diff[0] -= s.size
+                    return True
+                return False
+
+            take(_deletable_prefix(segs, state, over_size),
+                 f"retention.bytes {config.retention_bytes} exceeded")
+        if config.retention_ms >= 0:
+            take(_deletable_prefix(segs, state,
+                                   lambda s, nxt: now_ms - s.largest_timestamp > config.retention_ms),
+                 f"older than retention.ms {config.retention_ms}")
+    new_start = max(start, segs[0].base_offset) if segs else start
+    return PartitionRetention(state.topic, state.partition, state.path, state.log_dir,
+                              tuple(deletions), start, new_start, tuple(notes))
+
+
+def plan_retention(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+                   now_ms: int | None = None, options: Mapping[str, Any] | None = None,
+                   config_file: str | os.PathLike[str] | None = None,
+                   topics: Sequence[str] | None = None) -> list[PartitionRetention]:
+    """Plan retention for every live partition of the log dirs (nothing is changed).
+
+    Parameters
+    ----------
+    log_dirs : path or sequence of paths
+        Broker log dirs.
+    now_ms : int, optional
+        The current time in ms (fixed for reproducible runs); default the clock.
+    options, config_file
+        Topic config overrides (:func:`kafkalog_spark.log.topic_config.effective_config`).
+    topics : sequence of str, optional
+        Only these topics.
+    """
+    now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    found = discover(log_dirs)
+    if found.partitions:
+        raise InvalidOptionError("retention takes log dirs, not partition dirs or .log files: "
+                                 + ", ".join(str(p.path) for p in found.partitions))
+    plans = []
+    for log_dir in found.log_dirs:
+        metadata = metadata_topic_configs(log_dir.path)
+        log_start = read_offsets(log_dir.path, N.LOG_START_OFFSET_CHECKPOINT)
+        replication = read_offsets(log_dir.path, N.REPLICATION_OFFSET_CHECKPOINT)
+        configs: dict[str, TopicConfig] = {}
+        for part in log_dir.partitions:
+            if part.topic is None or part.partition is None or not part.segments:
+                continue
+            if topics is not None and part.topic not in topics:
+                continue
+            if part.topic not in configs:
+                configs[part.topic] = effective_config(part.topic, options=options,
+                                                       config_file=config_file, metadata=metadata)
+            config = configs[part.topic]
+            state = partition_state(part, log_dir.path, log_start=log_start,
+                                    replication=replication,
+                                    timestamps=config.delete and config.retention_ms >= 0)
+            plans.append(plan_partition(state, config, now_ms))
+    return plans
+
+
+def _say(step: Step | None, label: str) -> None:
+    if step is not None:
+        step(label)
+
+
+def _segment_files(pdir: Path, base: int) -> list[Path]:
+    files = [pdir / N.segment_file_name(base, kind) for kind in (*N.INDEX_KINDS, N.SNAPSHOT, N.LOG)]
+    return [p for p in files if p.exists()]
+
+
+def remove_expired_deleted_files(pdir: Path, now_ms: int, delay_ms: int,
+                                 step: Step | None = None) -> int:
+    """Remove ``*.deleted`` segment files renamed at least ``delay_ms`` ago (the rename sets
+    their ctime); returns how many were removed."""
+    removed = 0
+    for p in sorted(pdir.glob(f"*.{N.DELETED}")):
+        if p.name.endswith(f".{N.CHECKPOINT}.{N.DELETED}"):
+            continue  # KRaft snapshots belong to the Raft layer
+        if now_ms - int(p.stat().st_ctime * 1000) >= delay_ms:
+            _say(step, f"remove {p.name}")
+            os.remove(p)
+            removed += 1
+    if removed:
+        fsync_dir(pdir)
+    return removed
+
+
+def execute_partition(plan: PartitionRetention, *, delete_delay_ms: int = 0,
+                      step: Step | None = None) -> None:
+    """Carry out one partition's plan (module docstring, steps 1-4); the caller holds the lock."""
+    if not plan.deletions:
+        return
+    tp = (plan.topic, plan.partition)
+    path = plan.log_dir / N.LOG_START_OFFSET_CHECKPOINT
+    offsets = read_checkpoint_file(path, C.parse_offset_checkpoint)
+    if offsets.get(tp, -1) < plan.new_log_start_offset:
+        offsets[tp] = plan.new_log_start_offset
+        _say(step, f"write {N.LOG_START_OFFSET_CHECKPOINT}")
+        write_checkpoint_file(path, C.format_offset_checkpoint(offsets))
+    epochs_path = plan.path / N.LEADER_EPOCH_CHECKPOINT
+    if epochs_path.exists():
+        epochs = read_checkpoint_file(epochs_path, C.parse_leader_epoch_checkpoint)
+        trimmed = C.truncate_epochs_from_start(epochs, plan.new_log_start_offset)
+        if trimmed != epochs:
+            _say(step, f"write {N.LEADER_EPOCH_CHECKPOINT}")
+            write_checkpoint_file(epochs_path, C.format_leader_epoch_checkpoint(trimmed))
+    renamed = []
+    for d in plan.deletions:
+        for p in _segment_files(plan.path, d.base_offset):
+            target = p.with_name(f"{p.name}.{N.DELETED}")
+            _say(step, f"rename {p.name} -> {target.name}")
+            os.replace(p, target)
+            renamed.append(target)
+    fsync_dir(plan.path)
+    if delete_delay_ms == 0:
+        for p in renamed:
+            _say(step, f"remove {p.name}")
+            os.remove(p)
+        fsync_dir(plan.path)
+
+
+@dataclass
+class RetentionResult:
+    """What :func:`retain` planned or did, plus metrics."""
+
+    executed: bool
+    now_ms: int
+    plans: list[PartitionRetention] = field(default_factory=list)
+    removed_deleted_files: int = 0
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        dels = [d for p in self.plans for d in p.deletions]
+        return {"executed": self.executed, "now_ms": self.now_ms,
+                "partitions_checked": len(self.plans),
+                "partitions_changed": sum(1 for p in self.plans if p.deletions),
+                "segments_deleted": len(dels), "bytes_deleted": sum(d.size for d in dels),
+                "expired_deleted_files_removed": self.removed_deleted_files}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metrics": self.metrics, "partitions": [p.to_dict() for p in self.plans]}
+
+
+def retain(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+           execute: bool = False, now_ms: int | None = None,
+           options: Mapping[str, Any] | None = None,
+           config_file: str | os.PathLike[str] | None = None,
+           topics: Sequence[str] | None = None, delete_delay_ms: int = 0,
+           step: Step | None = None) -> RetentionResult:
+    """Plan (and with ``execute`` carry out) retention on stopped brokers' log dirs.
+
+    Parameters
+    ----------
+    log_dirs : path or sequence of paths
+        Broker log dirs.
+    execute : bool
+        Change the disk (default: a dry run that only plans).
+    now_ms : int, optional
+        Fixed current time in ms for reproducible runs.
+    options, config_file, topics
+        As in :func:`plan_retention`.
+    delete_delay_ms : int
+        0 removes the ``.deleted`` files at once; otherwise they stay until a later run finds
+        them older than this (Kafka's ``file.delete.delay.ms``).
+    step : callable, optional
+        Called with a label before every file operation (progress, crash tests).
+
+    Raises
+    ------
+    LogDirLockedError
+        A live process (a broker) holds a log dir's ``.lock``.
+    """
+    if delete_delay_ms < 0:
+        raise InvalidOptionError(f"delete_delay_ms must be >= 0, got {delete_delay_ms}")
+    dirs = [log_dirs] if isinstance(log_dirs, (str, os.PathLike)) else list(log_dirs)
+    for d in dirs:
+        ensure_not_locked(d)
+    now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    plans = plan_retention(dirs, now_ms=now_ms, options=options, config_file=config_file,
+                           topics=topics)
+    result = RetentionResult(execute, now_ms, plans)
+    if not execute:
+        return result
+    for d in sorted({Path(x).resolve() for x in dirs}):
+        with hold_lock(d):
+            for plan in (p for p in plans if p.log_dir == d):
+                execute_partition(plan, delete_delay_ms=delete_delay_ms, step=step)
+                if delete_delay_ms:
+                    result.removed_deleted_files += remove_expired_deleted_files(
+                        plan.path, result.now_ms, delete_delay_ms, step)
+    return result

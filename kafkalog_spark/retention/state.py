@@ -1,0 +1,126 @@
+"""Partition state for log management (log-management layer): log start, log end, high
+watermark and per-segment facts, read from a stopped broker's files.
+
+What a broker holds in memory after loading (KAFKA_FORMATS §12), recomputed offline:
+
+* log start offset = ``max(log-start-offset-checkpoint entry, first segment base)``;
+* log end offset (LEO) = last offset of the last segment's last entry + 1 (else its base);
+* high watermark = ``replication-offset-checkpoint`` entry clamped to ``[log start, LEO]``;
+  a partition without an entry gets the log start offset (``UnifiedLog`` initialises the HW
+  there), which blocks every HW-guarded deletion until a checkpoint exists;
+* a segment's largest timestamp = its time index's last timestamp if ≥ 0, else the ``.log``
+  mtime (``LogSegment.largestTimestamp``); a missing time index is recomputed from the batch
+  headers, as the broker would rebuild it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..codec import checkpoints as C
+from ..codec.index import read_time_index
+from ..codec.scan import scan_entries
+from ..log import naming as N
+from ..log.atomic import read_checkpoint_file
+from ..log.discovery import PartitionDir, Segment
+from ..log.mapped import mapped_file
+
+
+@dataclass(frozen=True)
+class SegmentState:
+    """One segment as log management sees it."""
+
+    base_offset: int
+    size: int
+    largest_timestamp: int
+    mtime_ms: int
+    segment: Segment
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """One partition's offsets and segments (oldest first; the last one is the active segment)."""
+
+    topic: str
+    partition: int
+    path: Path
+    log_dir: Path
+    segments: tuple[SegmentState, ...]
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    high_watermark_known: bool
+
+    @property
+    def tp(self) -> tuple[str, int]:
+        return (self.topic, self.partition)
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+
+def read_offsets(log_dir: str | os.PathLike[str], name: str) -> dict[tuple[str, int], int]:
+    """One of the log dir's offset checkpoint files (missing = empty, as Kafka reads it)."""
+    return read_checkpoint_file(Path(log_dir) / name, C.parse_offset_checkpoint)
+
+
+def segment_next_offset(seg: Segment) -> int:
+    """Last offset of the segment's last valid entry + 1, or its base offset when empty."""
+    with mapped_file(seg.log) as buf:
+        table = scan_entries(buf)
+        return int(table.last_offset[-1]) + 1 if len(table) else seg.base_offset
+
+
+def largest_timestamp(seg: Segment) -> int:
+    """``LogSegment.largestTimestamp`` (module docstring)."""
+    mtime_ms = int(seg.mtime * 1000)
+    if seg.timeindex is not None and seg.timeindex_size:
+        with mapped_file(seg.timeindex) as buf:
+            ts, _ = read_time_index(buf, seg.base_offset, file=str(seg.timeindex)).last_entry()
+    else:
+        with mapped_file(seg.log) as buf:
+            table = scan_entries(buf)
+            ts = int(np.max(table.max_timestamp)) if len(table) else -1
+    return ts if ts >= 0 else mtime_ms
+
+
+def partition_state(part: PartitionDir, log_dir: str | os.PathLike[str], *,
+                    log_start: dict[tuple[str, int], int] | None = None,
+                    replication: dict[tuple[str, int], int] | None = None,
+                    timestamps: bool = True) -> PartitionState:
+    """Compute :class:`PartitionState` for one live partition dir.
+
+    Parameters
+    ----------
+    part : PartitionDir
+        From :func:`kafkalog_spark.log.discovery.discover` (must have a topic and partition).
+    log_dir : path
+        Its log dir (checkpoint files).
+    log_start, replication : dict, optional
+        Pre-read ``log-start-offset-checkpoint`` / ``replication-offset-checkpoint``.
+    timestamps : bool
+        Read each segment's largest timestamp (time index), which retention.ms needs.
+    """
+    assert part.topic is not None and part.partition is not None
+    tp = (part.topic, part.partition)
+    if log_start is None:
+        log_start = read_offsets(log_dir, N.LOG_START_OFFSET_CHECKPOINT)
+    if replication is None:
+        replication = read_offsets(log_dir, N.REPLICATION_OFFSET_CHECKPOINT)
+    segs = sorted(part.segments, key=lambda s: s.base_offset)
+    states = tuple(SegmentState(s.base_offset, s.log_size,
+                                largest_timestamp(s) if timestamps else -1,
+                                int(s.mtime * 1000), s) for s in segs)
+    first = segs[0].base_offset if segs else 0
+    leo = segment_next_offset(segs[-1]) if segs else 0
+    start = max(log_start.get(tp, first), first)
+    hw = replication.get(tp)
+    known = hw is not None
+    hw = min(max(start if hw is None else hw, start), leo)
+    return PartitionState(part.topic, part.partition, part.path, Path(log_dir), states, start,
+                          leo, hw, known)
