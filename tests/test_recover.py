@@ -188,6 +188,9 @@ def test_interrupted_swap_is_completed(log_dir: Path) -> None:
     with pytest.raises(Crash):
         replace_segments(pdir, new, [int(segs[1].name[:20]), int(segs[2].name[:20])], step=crash)
     assert list(pdir.glob("*.swap")) and any(p.check == "files" for p in verify(log_dir).problems)
+    state = snapshot_files(log_dir)
+    plan = recover(log_dir)  # the dry run plans the rest on the outcome of the swap passes
+    assert any(a.kind == "rename" for a in plan.actions) and snapshot_files(log_dir) == state
     recover(log_dir, execute_plan=True)
     assert not list(pdir.glob("*.swap")) and not list(pdir.glob("*.deleted"))
     assert segs[1].read_bytes() == merged and not segs[2].exists()

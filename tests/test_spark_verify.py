@@ -61,3 +61,16 @@ def test_cli_spark_flag_and_threshold(spark, damaged: Path) -> None:
     assert by_flag.exit_code == by_size.exit_code == local.exit_code == 1
     assert by_flag.output == by_size.output == local.output
     assert runner.invoke(cli, ["verify", "--spark", "--local", str(damaged)]).exit_code == 2
+
+
+def test_spark_submit_entry_point(spark, damaged: Path, capsys) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "jobs" / "recover.py"
+    spec = importlib.util.spec_from_file_location("jobs_recover", path)
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    assert job.main([str(damaged)]) == 1  # dry run: still damaged
+    assert not verify(damaged).ok
+    assert job.main([str(damaged), "--execute"]) == 0
+    assert verify(damaged).ok and "FAILED" in capsys.readouterr().out
