@@ -1,7 +1,8 @@
 """Verify and rebuild-index benchmark: GB/s per core, and Spark scaling from 1 to 2 cores.
 
 Writes one log dir per codec with :func:`kafkalog_spark.write_log` (``--records`` records of
-16-byte keys and ``--value-size``-byte values, producer-sized batches, 256 MiB segments), then
+16-byte keys and ``--value-size``-byte values, producer-sized batches, ``--segment-mb``
+segments over ``--partitions`` partitions), then
 measures, best of ``--repeat``:
 
 * ``verify`` (local, one core: structure, CRCs, offsets, indexes, producer state) — GB/s of
@@ -91,6 +92,7 @@ def main() -> None:
     ap.add_argument("--codecs", default="none,zstd,lz4")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--partitions", type=int, default=4, help="spread over this many partitions")
+    ap.add_argument("--segment-mb", type=int, default=64, help="segment.bytes in MiB")
     ap.add_argument("--no-spark", action="store_true")
     args = ap.parse_args()
     table = make_table(args.records, args.value_size)
@@ -99,7 +101,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-verify-") as tmp:
         for codec in args.codecs.split(","):
             path = Path(tmp) / codec
-            kl.write_log(table, path, topic="bench", codec=codec, segment_bytes=256 << 20,
+            kl.write_log(table, path, topic="bench", codec=codec, segment_bytes=args.segment_mb << 20,
                          max_batch_records=args.batch_records)
             size = log_bytes(path)
             assert verify(path).ok
@@ -119,7 +121,7 @@ def main() -> None:
     print(f"date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(f"command: {' '.join(sys.argv)}")
     print(f"data: {args.records:,} records × {args.value_size} B values, {args.batch_records} "
-          f"records/batch, {args.partitions} partitions\n")
+          f"records/batch, {args.partitions} partitions, {args.segment_mb} MiB segments\n")
     head = "| codec | .log GB | verify GB/s/core | verify --deep GB/s/core | rebuild-index GB/s/core |"
     sep = "|---|---:|---:|---:|---:|"
     if not args.no_spark:

@@ -135,6 +135,11 @@ def test_leftovers_and_missing_dir(log_dir: Path, tmp_path: Path) -> None:
     (log_dir / "orders-0" / "00000000000000000000.log.swap").write_bytes(b"")
     report = verify(log_dir)
     assert report.ok and any(p.check == "files" for p in report.problems)
+    (log_dir / "orders-0.0123456789abcdef0123456789abcdef-delete").mkdir()
+    (log_dir / "not a partition").mkdir()
+    report = verify(log_dir)
+    assert any("queued for deletion" in p.message for p in report.problems)
+    assert "offline" in only(report, "files").message
     empty = tmp_path / "empty"
     empty.mkdir()
     assert any("no partition dirs" in p.message for p in verify(empty).problems)

@@ -212,6 +212,11 @@ def verify_log_dir_files(log_dir: LogDir, ends: dict[tuple[str, int], tuple[int,
     for path in log_dir.leftovers:
         problems.append(Problem(WARNING, "files", "leftover temporary file of an "
                                 "interrupted checkpoint write", str(path)))
+    for path in log_dir.unknown:
+        if path.is_dir():
+            problems.append(Problem(ERROR, "files", "directory whose name is not "
+                                    "<topic>-<partition>: a broker would take this log dir "
+                                    "offline", str(path)))
     starts = values.get(N.LOG_START_OFFSET_CHECKPOINT, {})
     for name, offsets in values.items():
         file = str(log_dir.path / name)
@@ -247,6 +252,9 @@ def verify_log_dir_files(log_dir: LogDir, ends: dict[tuple[str, int], tuple[int,
 
 def _partition_file_problems(part: PartitionDir) -> list[Problem]:
     problems = []
+    if part.kind == N.DELETE_DIR:
+        problems.append(Problem(WARNING, "files", "partition dir queued for deletion (a broker "
+                                "deletes it after file.delete.delay.ms)", str(part.path)))
     for path in part.leftovers:
         problems.append(Problem(WARNING, "files", "leftover of an interrupted segment "
                                 "operation (run `kafkalog recover`)", str(path)))

@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import InvalidOptionError
 from ..log.atomic import atomic_write_bytes
 from .quarantine import Quarantine
 
@@ -103,4 +104,5 @@ def execute(actions: Sequence[Action], quarantine: Quarantine, step: Step | None
             say(f"rename {path} -> {a.target}")
             os.replace(path, a.target)
         else:
-            raise ValueError(f"unknown action kind {a.kind!r}")
+            raise InvalidOptionError(f"unknown action kind {a.kind!r}; valid: {QUARANTINE_FILE}, "
+                                     f"{CUT_TAIL}, {WRITE_FILE}, {RENAME}")

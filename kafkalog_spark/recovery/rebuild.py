@@ -264,6 +264,8 @@ def rebuild_indexes(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     report = RebuildReport(executed=execute_plan)
     for log_dir in found.log_dirs:
         ensure_not_locked(log_dir.path)
+    for part in found.partitions:
+        ensure_not_locked(part.path.parent)
     by_log_dir: dict[Path, list[Action]] = {}
     for part in found.all_partition_dirs():
         ends = []

@@ -155,6 +155,10 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
     if log_dir.metadata_log is not None:
         report.notes.append(f"{log_dir.metadata_log.path}: the KRaft metadata log belongs to the "
                             "Raft layer; not recovered")
+    for path in log_dir.unknown:
+        if path.is_dir():
+            report.notes.append(f"{path}: not a <topic>-<partition> name, a broker would take the "
+                                "log dir offline; not touched (move it out yourself)")
     for tmp in log_dir.leftovers:
         action = Action(QUARANTINE_FILE, str(tmp), "leftover of an interrupted atomic write (.tmp)")
         report.log_dir_actions.append(action)
