@@ -38,7 +38,7 @@ from ..codec.scan import scan_entries
 from ..codec.schema import record_schema
 from ..errors import InvalidOptionError
 from ..log.discovery import PartitionDir, Segment, discover
-from ..log.lookup import _check_offset_entry, find_timestamp, position_for_offset
+from ..log.lookup import check_offset_entry, find_timestamp, position_for_offset
 from ..log.mapped import mapped_file
 from ..log.transactions import AbortedTxn, aborted_mask, transaction_view
 from .options import EARLIEST, LATEST, ReadOptions, parse_read_options
@@ -357,7 +357,7 @@ def _cut(seg: Segment, topic: str, partition: int, max_bytes: int) -> list[Kafka
             if k >= 0 and (not cuts or positions[k] > cuts[-1][0]) and positions[k] > 0:
                 o, p = int(offsets[k]), int(positions[k])
                 table = scan_entries(buf, start=p, max_entries=_CUT_CHECK_ENTRIES)
-                if _check_offset_entry(index, o, p, table, len(buf)) is None:
+                if check_offset_entry(index, o, p, table, len(buf)) is None:
                     first_known = int(table.magic[0]) == 2
                     cuts.append((p, int(table.offset[0]) if first_known else -1))
             target += max_bytes

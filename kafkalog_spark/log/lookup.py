@@ -144,14 +144,14 @@ def _offset_in(seg: Segment, buf: np.ndarray, index: OffsetIndex | None,
         o, p = index.lookup(target)
         if (o, p) != (seg.base_offset, 0):  # a real index entry, not the empty answer
             table = scan_entries(buf, start=p)
-            problem = _check_offset_entry(index, o, p, table, len(buf))
+            problem = check_offset_entry(index, o, p, table, len(buf))
             if problem is None:
                 return _first(seg, table, table.last_offset >= target, True, None)
     table = scan_entries(buf)
     return _first(seg, table, table.last_offset >= target, False, problem)
 
 
-def _check_offset_entry(index: OffsetIndex, o: int, p: int, table: EntryTable,
+def check_offset_entry(index: OffsetIndex, o: int, p: int, table: EntryTable,
                         log_size: int) -> str | None:
     """Why index entry ``(o, p)`` does not fit the log walked from ``p`` (``None``: it fits)."""
     where = f"offset index entry ({o}, {p})"
