@@ -1,0 +1,231 @@
+"""Compaction driver (log-management layer): plan every compacted partition, rewrite its segment
+groups (locally or with Spark), swap each partition in Kafka's crash-safe order, then write the
+new cleaner checkpoint (KAFKA_FORMATS §15.5, §12.8).
+
+Per partition, under the log dir's ``.lock``::
+
+    1  finish or roll back an interrupted swap (load-time passes, log/swap.py)
+    2  plan (plan.py); rows of keys -> retained offsets (local join or Spark shuffle)
+    3  rewrite each group -> one cleaned segment (rewrite.py)
+    4  replace_segments: .cleaned -> .swap -> live, old files .deleted then removed
+    5  cleaner-offset-checkpoint := end offset (atomic write)
+
+A crash before 4 leaves the old segments (the passes drop ``.cleaned``); during 4 the passes
+finish or roll back the swap; between 4 and 5 the next run cleans again (idempotent).
+``cleanup.policy=compact,delete`` topics then get retention (retention/retain.py).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from ..codec import checkpoints as C
+from ..codec.index import TxnIndex
+from ..codec.snapshot import ProducerStateTracker
+from ..errors import InvalidOptionError
+from ..log import naming as N
+from ..log.atomic import read_checkpoint_file, write_checkpoint_file
+from ..log.discovery import discover
+from ..log.lock import ensure_not_locked, hold_lock
+from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
+from ..log.topic_config import TopicConfig, effective_config, metadata_topic_configs
+from ..retention.retain import retain
+from ..retention.state import partition_state, read_offsets
+from .plan import CleaningPlan, plan_partition
+from .rewrite import GroupOutput, key_rows, retained_offsets_local, rewrite_group
+
+Step = Callable[[str], None]
+ENGINES = ("local", "spark")
+
+
+@dataclass
+class CompactionResult:
+    """What :func:`compact` planned or did, plus metrics."""
+
+    executed: bool
+    now_ms: int
+    engine: str
+    plans: list[CleaningPlan] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    stats: dict[str, float] = field(default_factory=dict)
+    retention: dict[str, Any] | None = None
+
+    @property
+    def metrics(self) -> dict[str, Any]:
+        return {"executed": self.executed, "now_ms": self.now_ms, "engine": self.engine,
+                "partitions_cleaned": len(self.plans), "partitions_skipped": len(self.skipped),
+                "segments_rewritten": sum(len(g.sources) for p in self.plans for g in p.groups),
+                "segments_written": sum(len(p.groups) for p in self.plans),
+                **self.stats, **({"retention": self.retention} if self.retention else {})}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"metrics": self.metrics, "partitions": [p.to_dict() for p in self.plans],
+                "skipped": self.skipped}
+
+
+def plan_log_dir(log_dir, *, now_ms: int, options: Mapping[str, Any] | None,
+                 config_file: str | os.PathLike[str] | None, topics: Sequence[str] | None,
+                 force: bool, skipped: list[str]) -> list[CleaningPlan]:
+    """Cleaning plans of the compacted partitions of one discovered log dir."""
+    metadata = metadata_topic_configs(log_dir.path)
+    cleaner = read_offsets(log_dir.path, N.CLEANER_OFFSET_CHECKPOINT)
+    log_start = read_offsets(log_dir.path, N.LOG_START_OFFSET_CHECKPOINT)
+    replication = read_offsets(log_dir.path, N.REPLICATION_OFFSET_CHECKPOINT)
+    configs: dict[str, TopicConfig] = {}
+    plans = []
+    for part in log_dir.partitions:
+        if part.topic is None or part.partition is None or not part.segments:
+            continue
+        if topics is not None and part.topic not in topics:
+            continue
+        if part.topic not in configs:
+            configs[part.topic] = effective_config(part.topic, options=options,
+                                                   config_file=config_file, metadata=metadata)
+        config = configs[part.topic]
+        if not config.compact:
+            continue
+        state = partition_state(part, log_dir.path, log_start=log_start, replication=replication)
+        plan = plan_partition(state, config, cleaner_checkpoint=cleaner.get(state.tp),
+                              now_ms=now_ms, force=force)
+        if plan is None:
+            skipped.append(f"{part.topic}-{part.partition}")
+        else:
+            plans.append(plan)
+    return plans
+
+
+def rewrite_local(plans: Sequence[CleaningPlan], stats: dict[str, float]) -> dict[tuple[str, int], list[GroupOutput]]:
+    """The Spark-free path: key rows, retained offsets and rewrites in this process."""
+    out: dict[tuple[str, int], list[GroupOutput]] = {}
+    for plan in plans:
+        t0 = time.perf_counter()
+        rows = [key_rows(g) for g in plan.groups]
+        retained = retained_offsets_local(pa.concat_tables(rows), plan.first_dirty)
+        t1 = time.perf_counter()
+        outputs = []
+        for g in plan.groups:
+            lo = g.base_offset
+            hi = plan.groups[g.group + 1].base_offset if g.group + 1 < len(plan.groups) else 2**63 - 1
+            mine = retained[(retained >= lo) & (retained < hi)]
+            outputs.append(rewrite_group(g, mine))
+        _sum_stats(stats, outputs)
+        stats["shuffle_seconds"] = stats.get("shuffle_seconds", 0.0) + t1 - t0
+        stats["rewrite_seconds"] = stats.get("rewrite_seconds", 0.0) + time.perf_counter() - t1
+        out[plan.state.tp] = outputs
+    return out
+
+
+def txn_indexes(outputs: Sequence[GroupOutput]) -> list[bytes | None]:
+    """``.txnindex`` of each cleaned segment: the ABORT markers kept, with first offsets and
+    last stable offsets as the producer state replayed over the cleaned segments gives them (what
+    a broker's recovery and ``kafkalog verify`` compute from the cleaned log)."""
+    tracker = ProducerStateTracker()
+    out: list[bytes | None] = []
+    for o in outputs:
+        aborted = tracker.apply(o.log)
+        out.append(TxnIndex.from_entries(o.base_offset, [
+            (a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
+            for a in aborted]).to_bytes() if aborted else None)
+    return out
+
+
+def swap_in(plan: CleaningPlan, outputs: Sequence[GroupOutput], *, step: Step | None = None) -> None:
+    """Replace the rewritten segments of one partition and write its cleaner checkpoint."""
+    new = [NewSegment(o.base_offset, o.log, txnindex=t, mtime=o.mtime)
+           for o, t in zip(outputs, txn_indexes(outputs))]
+    old = [s.base_offset for g in plan.groups for s in g.sources]
+    replace_segments(plan.state.path, new, old, step=step)
+    path = plan.state.log_dir / N.CLEANER_OFFSET_CHECKPOINT
+    offsets = read_checkpoint_file(path, C.parse_offset_checkpoint)
+    offsets[plan.state.tp] = plan.end_offset
+    if step is not None:
+        step(f"write {N.CLEANER_OFFSET_CHECKPOINT}")
+    write_checkpoint_file(path, C.format_offset_checkpoint(offsets))
+
+
+def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
+            execute: bool = False, now_ms: int | None = None,
+            options: Mapping[str, Any] | None = None,
+            config_file: str | os.PathLike[str] | None = None,
+            topics: Sequence[str] | None = None, force: bool = False, engine: str = "local",
+            spark: Any = None, step: Step | None = None) -> CompactionResult:
+    """Plan (and with ``execute`` carry out) one cleaning round on stopped brokers' log dirs.
+
+    Parameters
+    ----------
+    log_dirs : path or sequence of paths
+        Broker log dirs.
+    execute : bool
+        Change the disk (default: a dry run that only plans).
+    now_ms : int, optional
+        Fixed current time in ms (delete horizons, lags) for reproducible runs.
+    options, config_file : optional
+        Topic config overrides (:func:`kafkalog_spark.log.topic_config.effective_config`).
+    topics : sequence of str, optional
+        Only these topics.
+    force : bool
+        Clean every partition with a non-empty dirty range, whatever its dirty ratio.
+    engine : {"local", "spark"}
+        Rewrite in this process, or shuffle keys and rewrite groups with Spark.
+    spark : SparkSession, optional
+        For ``engine="spark"`` (default: :func:`kafkalog_spark.spark.session`).
+    step : callable, optional
+        Called with a label before every file operation of a swap (progress, crash tests).
+
+    Raises
+    ------
+    LogDirLockedError
+        A live process (a broker) holds a log dir's ``.lock``.
+    """
+    if engine not in ENGINES:
+        raise InvalidOptionError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
+    dirs = [log_dirs] if isinstance(log_dirs, (str, os.PathLike)) else list(log_dirs)
+    now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    for d in dirs:
+        ensure_not_locked(d)
+    found = discover(dirs)
+    if found.partitions:
+        raise InvalidOptionError("compaction takes log dirs, not partition dirs or .log files: "
+                                 + ", ".join(str(p.path) for p in found.partitions))
+    result = CompactionResult(execute, now_ms, engine)
+    kw = dict(now_ms=now_ms, options=options, config_file=config_file, topics=topics,
+              force=force, skipped=result.skipped)
+    if not execute:
+        for log_dir in found.log_dirs:
+            result.plans += plan_log_dir(log_dir, **kw)
+        return result
+    for log_dir in found.log_dirs:
+        with hold_lock(log_dir.path):
+            for part in log_dir.partitions:
+                complete_interrupted_swaps(part.path)
+            fresh = discover(log_dir.path).log_dirs[0]
+            plans = plan_log_dir(fresh, **kw)
+            if engine == "spark":
+                from .spark_job import rewrite_spark
+
+                outputs = rewrite_spark(plans, result.stats, spark=spark)
+            else:
+                outputs = rewrite_local(plans, result.stats)
+            for plan in plans:
+                swap_in(plan, outputs[plan.state.tp], step=step)
+            result.plans += plans
+    both = sorted({p.state.topic for p in result.plans if p.config.delete})
+    if both:
+        result.retention = retain(dirs, execute=True, now_ms=now_ms, options=options,
+                                  config_file=config_file, topics=both).metrics
+    for key in ("bytes_read", "records_read", "records_kept", "bytes_written"):
+        result.stats.setdefault(key, 0)
+    return result
+
+
+def _sum_stats(stats: dict[str, float], outputs: Sequence[GroupOutput]) -> None:
+    for o in outputs:
+        for k, v in o.stats.items():
+            stats[k] = stats.get(k, 0) + v
+

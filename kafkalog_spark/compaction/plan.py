@@ -1,0 +1,277 @@
+"""Compaction planning (log-management layer): what to clean and the per-batch transaction facts
+(KAFKA_FORMATS §15.2, §15.5, §15.6, §15.8). Reads batch headers only (and control records).
+
+Per partition::
+
+    firstDirty        cleaner checkpoint, reset to the log start when outside [start, LEO]
+    firstUncleanable  max(firstDirty, min(LSO <= HW, active segment base,
+                          first segment newer than min.compaction.lag.ms))
+    eligible          dirty ratio > min.cleanable.dirty.ratio, or max.compaction.lag.ms passed
+                      with cleanable bytes, or force (with cleanable bytes)
+    end offset        = firstUncleanable (the key map is unbounded here: no partial rounds)
+    rewrite range     every segment with base < end offset, grouped by size (groupSegmentsBySize)
+
+Per batch of the rewrite range: ``can_discard`` (``CleanedTransactionMetadata``: aborted data,
+markers whose transaction has no data left, emptied control batches) and ``last_of_producer``
+(the last data batch of each producer in the producer state, or its marker when it has no data
+batch). The producer state is replayed from the first segment; producer expiration is not
+applied (every producer in the log counts as active).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..codec import layout as L
+from ..codec.decode import DecodeOptions, decode_to_table
+from ..codec.scan import scan_entries
+from ..codec.snapshot import ProducerStateTracker
+from ..log.mapped import mapped_file
+from ..log.topic_config import TopicConfig
+from ..retention.state import PartitionState, SegmentState
+
+INT32_MAX = 2**31 - 1
+CONTROL_ABORT, CONTROL_COMMIT = 0, 1
+
+
+@dataclass(frozen=True)
+class SourceSegment:
+    """One segment to rewrite and the per-batch facts its task needs (picklable)."""
+
+    base_offset: int
+    log: str
+    mtime: float
+    retain_legacy_deletes: bool
+    can_discard: frozenset[int]  # batch last offsets
+    last_of_producer: frozenset[int]  # batch last offsets
+
+
+@dataclass(frozen=True)
+class GroupTask:
+    """One output segment: a group of consecutive source segments (picklable task)."""
+
+    topic: str
+    partition: int
+    group: int
+    sources: tuple[SourceSegment, ...]
+    first_dirty: int
+    end_offset: int
+    now_ms: int
+    delete_retention_ms: int
+
+    @property
+    def base_offset(self) -> int:
+        return self.sources[0].base_offset
+
+
+@dataclass
+class CleaningPlan:
+    """One partition's cleaning round."""
+
+    state: PartitionState
+    config: TopicConfig
+    first_dirty: int
+    first_uncleanable: int
+    clean_bytes: int
+    cleanable_bytes: int
+    reason: str
+    groups: list[GroupTask] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        total = self.clean_bytes + self.cleanable_bytes
+        return self.cleanable_bytes / total if total else 0.0
+
+    @property
+    def end_offset(self) -> int:
+        return self.first_uncleanable
+
+    def to_dict(self) -> dict:
+        return {"partition": f"{self.state.topic}-{self.state.partition}",
+                "first_dirty_offset": self.first_dirty,
+                "first_uncleanable_offset": self.first_uncleanable,
+                "clean_bytes": self.clean_bytes, "cleanable_bytes": self.cleanable_bytes,
+                "dirty_ratio": round(self.ratio, 6), "reason": self.reason,
+                "groups": [[s.base_offset for s in g.sources] for g in self.groups]}
+
+
+def _overlapping(segs: list[SegmentState], ends: list[int], lo: int, hi: int) -> list[int]:
+    return [i for i, s in enumerate(segs) if s.base_offset < hi and ends[i] > lo]
+
+
+def _first_batch_timestamp(seg: SegmentState) -> int:
+    with mapped_file(seg.segment.log) as buf:
+        t = scan_entries(buf, max_entries=1)
+        return int(t.max_timestamp[0]) if len(t) else -1
+
+
+def choose_range(state: PartitionState, config: TopicConfig, *, cleaner_checkpoint: int | None,
+                 last_stable_offset: int, now_ms: int, force: bool
+                 ) -> tuple[int, int, int, int, str | None]:
+    """§15.2: ``(first_dirty, first_uncleanable, clean_bytes, cleanable_bytes, reason)``;
+    ``reason`` is ``None`` when the partition is not eligible."""
+    segs = list(state.segments)
+    nexts = [s.base_offset for s in segs[1:]] + [state.log_end_offset]
+    first_dirty = state.log_start_offset if cleaner_checkpoint is None else cleaner_checkpoint
+    if not state.log_start_offset <= first_dirty <= state.log_end_offset:
+        first_dirty = state.log_start_offset
+    active_base = segs[-1].base_offset
+    bound = min(last_stable_offset, state.high_watermark, active_base)
+    if config.min_compaction_lag_ms > 0:
+        for i in _overlapping(segs, nexts, first_dirty, 2**63 - 1):
+            if i < len(segs) - 1 and segs[i].largest_timestamp > now_ms - config.min_compaction_lag_ms:
+                bound = min(bound, segs[i].base_offset)
+                break
+    first_uncleanable = max(first_dirty, bound)
+    clean = sum(segs[i].size for i in _overlapping(segs, nexts, -1, first_dirty))
+    floor = max((i for i, s in enumerate(segs) if s.base_offset <= first_uncleanable), default=0)
+    unclean_base = segs[floor].base_offset
+    cleanable = sum(segs[i].size for i in _overlapping(segs, nexts, min(first_dirty, unclean_base),
+                                                        unclean_base))
+    if first_uncleanable <= first_dirty or cleanable == 0:
+        return first_dirty, first_uncleanable, clean, cleanable, None
+    if force:
+        return first_dirty, first_uncleanable, clean, cleanable, "forced"
+    ratio = cleanable / (clean + cleanable)
+    if ratio > config.min_cleanable_dirty_ratio:
+        return (first_dirty, first_uncleanable, clean, cleanable,
+                f"dirty ratio {ratio:.3f} > min.cleanable.dirty.ratio {config.min_cleanable_dirty_ratio}")
+    if config.max_compaction_lag_ms < 2**63 - 1:
+        stamps = [t for i in _overlapping(segs, nexts, first_dirty, 2**63 - 1)[:-1]
+                  if (t := _first_batch_timestamp(segs[i])) > 0]
+        if stamps and min(stamps) < now_ms - config.max_compaction_lag_ms:
+            return first_dirty, first_uncleanable, clean, cleanable, "max.compaction.lag.ms passed"
+    return first_dirty, first_uncleanable, clean, cleanable, None
+
+
+def group_segments(segs: list[SegmentState], end_offset: int, segment_bytes: int,
+                   max_index_bytes: int) -> list[list[SegmentState]]:
+    """``groupSegmentsBySize`` over the segments with base < ``end_offset`` (§15.5)."""
+    segs = [s for s in segs if s.base_offset < end_offset]
+    nexts = [s.base_offset for s in segs[1:]] + [end_offset]
+    groups: list[list[SegmentState]] = []
+    i = 0
+    while i < len(segs):
+        group = [segs[i]]
+        log_size = segs[i].size
+        index = segs[i].segment.index_size or 0
+        timeindex = segs[i].segment.timeindex_size or 0
+        i += 1
+        while i < len(segs):
+            s = segs[i]
+            if (log_size + s.size > segment_bytes
+                    or index + (s.segment.index_size or 0) > max_index_bytes
+                    or timeindex + (s.segment.timeindex_size or 0) > max_index_bytes
+                    or (s.size != 0 and nexts[i] - 1 - group[0].base_offset > INT32_MAX)):
+                break
+            group.append(s)
+            log_size += s.size
+            index += s.segment.index_size or 0
+            timeindex += s.segment.timeindex_size or 0
+            i += 1
+        groups.append(group)
+    return groups
+
+
+def replay_producers(segs: list[SegmentState]) -> ProducerStateTracker:
+    """The producer state at the log end, replayed from the first segment."""
+    tracker = ProducerStateTracker()
+    for s in segs:
+        with mapped_file(s.segment.log) as buf:
+            tracker.apply(buf, file=str(s.segment.log))
+    return tracker
+
+
+def _control_type(buf: np.ndarray, position: int, size: int) -> int:
+    table = decode_to_table(buf, topic="", partition=0, start=position, end=position + size,
+                            options=DecodeOptions(include_control=True))
+    key = table.column("key")[0].as_py() if table.num_rows else None
+    return int.from_bytes(key[2:4], "big", signed=True) if key and len(key) >= 4 else -1
+
+
+def transaction_facts(segs: list[SegmentState], tracker_at_end: ProducerStateTracker
+                      ) -> dict[int, tuple[frozenset[int], frozenset[int]]]:
+    """Per segment base offset: ``(can_discard, last_of_producer)`` batch last offsets
+    (§15.6, §15.8)."""
+    aborted_tracker = ProducerStateTracker()
+    aborted = []
+    for s in segs:
+        with mapped_file(s.segment.log) as buf:
+            aborted += aborted_tracker.apply(buf, file=str(s.segment.log))
+    aborted.sort(key=lambda t: t.first_offset)
+    producers = {pid: (p.last_offset, p.epoch) for pid, p in tracker_at_end.producers.items()}
+    ongoing_aborted: dict[int, bool] = {}  # producer id -> a data batch of it was observed
+    committed: set[int] = set()
+    k = 0
+    out = {}
+    for s in segs:
+        discard, last_of = set(), set()
+        with mapped_file(s.segment.log) as buf:
+            t = scan_entries(buf)
+            lasts = t.last_offset
+            control = t.is_control()
+            txn = t.is_transactional()
+            for i in range(len(t)):
+                last = int(lasts[i])
+                pid = int(t.producer_id[i])
+                while k < len(aborted) and aborted[k].first_offset <= last:
+                    ongoing_aborted[aborted[k].producer_id] = False
+                    k += 1
+                if pid >= 0 and pid in producers:
+                    last_data, epoch = producers[pid]
+                    if (last == last_data if last_data >= 0
+                            else bool(control[i]) and int(t.producer_epoch[i]) == epoch):
+                        last_of.add(last)
+                if control[i]:
+                    if t.count[i] == 0:
+                        discard.add(last)
+                        continue
+                    ctype = _control_type(buf, int(t.position[i]), int(t.entry_size[i]))
+                    if ctype == CONTROL_ABORT:
+                        if not ongoing_aborted.pop(pid, False):  # no data of it observed
+                            discard.add(last)
+                    elif ctype == CONTROL_COMMIT:
+                        if pid in committed:
+                            committed.discard(pid)
+                        else:
+                            discard.add(last)
+                elif txn[i]:
+                    if pid in ongoing_aborted:
+                        ongoing_aborted[pid] = True
+                        discard.add(last)
+                    else:
+                        committed.add(pid)
+        out[s.base_offset] = (frozenset(discard), frozenset(last_of))
+    return out
+
+
+def plan_partition(state: PartitionState, config: TopicConfig, *, cleaner_checkpoint: int | None,
+                   now_ms: int, force: bool = False) -> CleaningPlan | None:
+    """Plan one partition's cleaning round, or ``None`` when it has nothing to clean."""
+    if len(state.segments) < 2:
+        return None
+    segs = list(state.segments)
+    tracker = replay_producers(segs)
+    lso = min(tracker.ongoing.values(), default=state.log_end_offset)
+    first_dirty, first_unclean, clean, cleanable, reason = choose_range(
+        state, config, cleaner_checkpoint=cleaner_checkpoint, last_stable_offset=lso,
+        now_ms=now_ms, force=force)
+    if reason is None:
+        return None
+    plan = CleaningPlan(state, config, first_dirty, first_unclean, clean, cleanable, reason)
+    groups = group_segments(segs, first_unclean, config.segment_bytes, config.segment_index_bytes)
+    rewritten = [s for g in groups for s in g]
+    facts = transaction_facts(rewritten, tracker)
+    # retainLegacyDeletesAndTxnMarkers: newer than (last clean segment's mtime - delete.retention.ms)
+    clean_segs = [s for s in segs if s.base_offset < first_dirty and s is not segs[-1]]
+    legacy_horizon = (clean_segs[-1].mtime_ms - config.delete_retention_ms) if clean_segs else 0
+    for n, g in enumerate(groups):
+        sources = tuple(SourceSegment(s.base_offset, str(s.segment.log), s.segment.mtime,
+                                      s.mtime_ms > legacy_horizon, *facts[s.base_offset])
+                        for s in g)
+        plan.groups.append(GroupTask(state.topic, state.partition, n, sources, first_dirty,
+                                     first_unclean, now_ms, config.delete_retention_ms))
+    return plan

@@ -1,0 +1,211 @@
+"""Compaction byte work (log-management layer): the key rows of a segment group and the rewrite of
+a group into one cleaned segment (KAFKA_FORMATS §15.4, §15.6, §15.7). Spark-free; the local
+path and the Spark tasks call the same two functions.
+
+Record rule for a record R at offset o in batch B of the rewrite range (end offset E)::
+
+    B.can_discard and (B is data, or B's delete horizon <= now)   -> dropped with its batch
+    B is a control batch                                         -> kept
+    o >= E                                                       -> kept (beyond the round)
+    R has no key                                                 -> dropped
+    o < latest dirty offset of R's key                           -> dropped (superseded)
+    R is a tombstone: v2 kept while B has no horizon or now < horizon;
+                      v0/v1 kept iff the segment is newer than the legacy delete horizon
+
+Batch outcome: every record kept, v2, no horizon to stamp -> the original bytes; some kept ->
+rebuilt (same base offset, lastOffsetDelta, producer fields, epoch, codec, timestamp type;
+horizon = now + delete.retention.ms when a kept tombstone or a discardable marker first needs
+one); none kept and (last batch of an active producer or of the round) -> the 61-byte empty
+batch; otherwise dropped. Legacy entries are always rebuilt as v2 (Kafka 4.x, KIP-724).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..codec import layout as L
+from ..codec.decode import DecodeOptions, decode_to_table
+from ..codec.encode import BatchSpec, encode_batch
+from ..codec.scan import scan_entries
+from ..log.mapped import mapped_file
+from .plan import GroupTask, SourceSegment
+
+_DECODE = DecodeOptions(include_headers=True, include_metadata=True, include_control=True)
+_KEYS = DecodeOptions(include_metadata=True)
+
+
+@dataclass
+class GroupOutput:
+    """The cleaned segment of one group, and counters."""
+
+    base_offset: int
+    log: bytearray
+    mtime: float
+    stats: dict[str, int] = field(default_factory=dict)
+
+
+def _ms(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Arrow µs timestamps as int64 ms, null (no timestamp) as -1."""
+    arr = pc.fill_null(pc.divide(ts.cast(pa.int64()), 1000), -1)
+    return np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)
+
+
+def key_rows(task: GroupTask) -> pa.Table:
+    """``(key, offset)`` of every keyed record the key map considers in the group's segments:
+    data batches not discarded (aborted), offsets below the round's end offset."""
+    parts = []
+    for src in task.sources:
+        with mapped_file(src.log) as buf:
+            t = decode_to_table(buf, topic=task.topic, partition=task.partition, options=_KEYS,
+                                file=src.log)
+        last = t.column("batchLastOffset").to_numpy()
+        keep = np.asarray(pc.is_valid(t.column("key")).to_numpy(zero_copy_only=False), bool)
+        keep &= t.column("offset").to_numpy() < task.end_offset
+        if src.can_discard:
+            keep &= ~np.isin(last, np.fromiter(src.can_discard, np.int64))
+        parts.append(t.select(["key", "offset"]).filter(pa.array(keep)))
+    if not parts:
+        return pa.table({"key": pa.array([], pa.binary()), "offset": pa.array([], pa.int64())})
+    return pa.concat_tables(parts)
+
+
+def retained_offsets_local(rows: pa.Table, first_dirty: int) -> np.ndarray:
+    """Offsets of keyed records that are the latest for their key among the dirty range (or whose
+    key is absent from it): the Spark-free equivalent of the shuffle (full key bytes compared)."""
+    if rows.num_rows == 0:
+        return np.zeros(0, np.int64)
+    offsets = rows.column("offset")
+    dirty = rows.filter(pc.greater_equal(offsets, first_dirty))
+    latest = dirty.group_by("key").aggregate([("offset", "max")])
+    joined = rows.join(latest, "key", join_type="left outer")
+    bound = pc.fill_null(joined.column("offset_max"), -1)
+    kept = joined.filter(pc.greater_equal(joined.column("offset"), bound)).column("offset")
+    return np.sort(np.asarray(kept.to_numpy(), np.int64))
+
+
+def _spec(t, i: int, *, base: int, horizon: int | None, last_delta: int | None,
+          empty: bool) -> BatchSpec:
+    magic = int(t.magic[i])
+    attrs = int(t.attributes[i])
+    ts_type = L.LOG_APPEND_TIME if attrs & L.TIMESTAMP_TYPE_MASK else L.CREATE_TIME
+    max_ts = int(t.max_timestamp[i])
+    return BatchSpec(
+        base_offset=base, partition_leader_epoch=int(t.leader_epoch[i]),
+        codec=L.CODEC_NONE if empty else attrs & L.CODEC_MASK, timestamp_type=ts_type,
+        log_append_time=max_ts if ts_type == L.LOG_APPEND_TIME else None,
+        producer_id=int(t.producer_id[i]) if magic == 2 else L.NO_PRODUCER_ID,
+        producer_epoch=int(t.producer_epoch[i]) if magic == 2 else L.NO_PRODUCER_EPOCH,
+        base_sequence=int(t.base_sequence[i]) if magic == 2 else L.NO_SEQUENCE,
+        is_transactional=bool(attrs & L.TRANSACTIONAL_FLAG_MASK) and magic == 2,
+        is_control=bool(attrs & L.CONTROL_FLAG_MASK) and magic == 2,
+        delete_horizon_ms=None if empty else horizon, last_offset_delta=last_delta,
+        max_timestamp=max_ts if empty else None)
+
+
+def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray,
+                     out: bytearray, stats: dict[str, int]) -> None:
+    now, end = task.now_ms, task.end_offset
+    with mapped_file(src.log) as buf:
+        t = scan_entries(buf)
+        rows = decode_to_table(buf, topic=task.topic, partition=task.partition, options=_DECODE,
+                               file=src.log)
+        stats["bytes_read"] += int(t.stop_position)
+        stats["records_read"] += rows.num_rows
+        n_entries = len(t)
+        lasts = t.last_offset
+        entry_of_row = np.searchsorted(lasts, rows.column("batchLastOffset").to_numpy())
+        offsets = rows.column("offset").to_numpy()
+        has_key = np.asarray(pc.is_valid(rows.column("key")).to_numpy(zero_copy_only=False), bool)
+        tombstone = np.asarray(pc.is_null(rows.column("value")).to_numpy(zero_copy_only=False), bool)
+        is_control = rows.column("isControl").to_numpy(zero_copy_only=False)
+        horizon_flag = t.has_delete_horizon()
+        horizon = np.where(horizon_flag, t.base_timestamp, np.iinfo(np.int64).max)
+        discard = np.isin(lasts, np.fromiter(src.can_discard, np.int64)) if src.can_discard \
+            else np.zeros(n_entries, bool)
+        control_entry = t.is_control()
+        drop_batch = discard & (~control_entry | (horizon_flag & (horizon <= now)))
+        # record rule (module docstring)
+        latest = np.isin(offsets, retained)
+        keep_tomb = np.where(t.magic[entry_of_row] == 2, now < horizon[entry_of_row],
+                             src.retain_legacy_deletes)
+        keep = is_control | (offsets >= end) | (has_key & latest & (~tombstone | keep_tomb))
+        keep &= ~drop_batch[entry_of_row]
+        per_entry = np.bincount(entry_of_row, minlength=n_entries)
+        kept_per_entry = np.bincount(entry_of_row, weights=keep, minlength=n_entries).astype(np.int64)
+        kept_tomb = np.bincount(entry_of_row, weights=keep & tombstone & ~is_control,
+                                minlength=n_entries) > 0
+        row_start = np.concatenate([[0], np.cumsum(per_entry)])
+        ts_ms = None
+        for i in range(n_entries):
+            last = int(lasts[i])
+            pos, size = int(t.position[i]), int(t.entry_size[i])
+            magic = int(t.magic[i])
+            retain_empty = ((magic == 2 and int(t.producer_id[i]) >= 0 and last in src.last_of_producer)
+                            or last + 1 == end)
+            if drop_batch[i] and not retain_empty:
+                continue
+            kept = int(kept_per_entry[i])
+            need_horizon = ((kept_tomb[i] or (discard[i] and control_entry[i]))
+                            and not horizon_flag[i])
+            if kept and kept == per_entry[i] and magic == 2 and not need_horizon:
+                out += buf[pos:pos + size].tobytes()
+                stats["batches_copied"] += 1
+            elif kept:
+                if ts_ms is None:
+                    ts_ms = _ms(rows.column("timestamp"))
+                lo, hi = int(row_start[i]), int(row_start[i + 1])
+                idx = lo + np.flatnonzero(keep[lo:hi])
+                base = int(t.offset[i]) if magic == 2 else int(offsets[idx[0]])
+                h = (now + task.delete_retention_ms) if need_horizon else (
+                    int(horizon[i]) if horizon_flag[i] else None)
+                take = pa.array(idx)
+                spec = _spec(t, i, base=base, horizon=h,
+                             last_delta=int(t.last_offset_delta[i]) if magic == 2 else None,
+                             empty=False)
+                headers = rows.column("headers").take(take)
+                if magic < 2:
+                    headers = pa.array([[] for _ in range(len(idx))], headers.type)
+                out += encode_batch(rows.column("key").take(take), rows.column("value").take(take),
+                                    ts_ms[idx], spec=spec, offset_deltas=offsets[idx] - base,
+                                    headers=headers)
+                stats["batches_rebuilt"] += 1
+            elif retain_empty and magic == 2:
+                out += encode_batch([], [], [], spec=_spec(
+                    t, i, base=int(t.offset[i]), horizon=None,
+                    last_delta=int(t.last_offset_delta[i]), empty=True))
+                stats["batches_emptied"] += 1
+            else:
+                continue
+            stats["records_kept"] += kept
+
+
+def rewrite_group(task: GroupTask, retained: np.ndarray) -> GroupOutput:
+    """Rewrite one group of segments into one cleaned segment.
+
+    Parameters
+    ----------
+    task : GroupTask
+        From :func:`kafkalog_spark.compaction.plan.plan_partition`.
+    retained : numpy int64 array
+        Sorted offsets of the group's keyed records that are the latest for their key
+        (:func:`retained_offsets_local` or the Spark shuffle).
+
+    Returns
+    -------
+    GroupOutput
+        The segment's ``.log`` bytes (base offset = the group's first segment's), its
+        and the last source segment's mtime (the ``.txnindex`` is derived by the driver,
+        which sees the groups in order).
+    """
+    stats = dict.fromkeys(("bytes_read", "records_read", "records_kept", "batches_copied",
+                           "batches_rebuilt", "batches_emptied"), 0)
+    out = bytearray()
+    retained = np.asarray(retained, np.int64)
+    for src in task.sources:
+        _rewrite_segment(task, src, retained, out, stats)
+    stats["bytes_written"] = len(out)
+    return GroupOutput(task.base_offset, out, task.sources[-1].mtime, stats)

@@ -1,0 +1,343 @@
+"""Compaction (KAFKA_FORMATS §15): the §15.9a worked example, record rules, transactions,
+real compacted fixtures, kafka-python reads the output, crash at every swap step, CLI."""
+
+from __future__ import annotations
+
+import shutil
+import struct
+from pathlib import Path
+
+import pytest
+
+from kafkalog_spark import read_log, verify
+from kafkalog_spark.codec import checkpoints as C
+from kafkalog_spark.codec.encode import BatchSpec, encode_batch, encode_end_txn_marker
+from kafkalog_spark.codec.index import build_indexes, build_txn_index
+from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.compaction.compact import compact
+from kafkalog_spark.errors import LogDirLockedError
+from kafkalog_spark.log import naming as N
+from kafkalog_spark.log.atomic import read_checkpoint_file, write_checkpoint_file
+
+T = 1_700_000_000_000
+D = 86_400_000
+
+
+def build_partition(log_dir: Path, segments: list[list[bytes]], *, topic: str = "t",
+                    partition: int = 0, hw: int | None = None) -> Path:
+    """A partition dir from raw batches per segment (the last list is the active segment),
+    with indexes, transaction indexes and replication-offset-checkpoint = LEO (or ``hw``)."""
+    pdir = log_dir / f"{topic}-{partition}"
+    pdir.mkdir(parents=True)
+    next_offset = 0
+    for batches in segments:
+        data = b"".join(batches)
+        table = scan_entries(data)
+        base = int(table.offset[0]) if len(table) else next_offset
+        (pdir / N.segment_file_name(base, N.LOG)).write_bytes(data)
+        idx = build_indexes(data, base)
+        (pdir / N.segment_file_name(base, N.INDEX)).write_bytes(idx.offset_index.to_bytes())
+        (pdir / N.segment_file_name(base, N.TIME_INDEX)).write_bytes(idx.time_index.to_bytes())
+        txn = build_txn_index(data, base)
+        if len(txn):
+            (pdir / N.segment_file_name(base, N.TXN_INDEX)).write_bytes(txn.to_bytes())
+        if len(table):
+            next_offset = int(table.last_offset[-1]) + 1
+    ckpt = log_dir / N.REPLICATION_OFFSET_CHECKPOINT
+    offsets = read_checkpoint_file(ckpt, C.parse_offset_checkpoint)
+    offsets[(topic, partition)] = next_offset if hw is None else hw
+    write_checkpoint_file(ckpt, C.format_offset_checkpoint(offsets))
+    return pdir
+
+
+def cmp(log_dir: Path, options: dict | None = None, **kw):
+    """:func:`compact` with ``cleanup.policy=compact`` (topic ``t`` is not an internal topic)."""
+    return compact(log_dir, options={"cleanup.policy": "compact", **(options or {})}, **kw)
+
+
+def rec(offset: int, key: bytes | None, value: bytes | None, ts: int = T, **spec) -> bytes:
+    return encode_batch([key], [value], [ts], spec=BatchSpec(base_offset=offset, **spec))
+
+
+def rows(log_dir: Path) -> list[tuple]:
+    t = read_log(log_dir, include_headers=True)
+    return list(zip(t.column("offset").to_pylist(), t.column("key").to_pylist(),
+                    t.column("value").to_pylist(), t.column("timestamp").to_pylist(),
+                    t.column("headers").to_pylist()))
+
+
+def batches(pdir: Path) -> list[tuple[int, int, int, int]]:
+    """(base offset, last offset, attributes, record count) of every batch, in order."""
+    out = []
+    for log in sorted(pdir.glob("*.log")):
+        t = scan_entries(log.read_bytes())
+        out += [(int(t.offset[i]), int(t.last_offset[i]), int(t.attributes[i]), int(t.count[i]))
+                for i in range(len(t))]
+    return out
+
+
+def worked_example(tmp_path: Path) -> tuple[Path, list[bytes]]:
+    log_dir = tmp_path / "logs"
+    seg_a = [rec(0, b"k1", b"a"), rec(1, b"k2", b"b"), rec(2, b"k1", b"c"),
+             rec(3, b"k2", None), rec(4, b"k3", b"d")]
+    build_partition(log_dir, [seg_a, []])
+    return log_dir, seg_a
+
+
+def test_worked_example_round_1(tmp_path):
+    log_dir, seg_a = worked_example(tmp_path)
+    dry = cmp(log_dir, now_ms=T, options={"delete.retention.ms": D})
+    assert not dry.executed and dry.plans[0].first_dirty == 0 and dry.plans[0].end_offset == 5
+    result = cmp(log_dir, now_ms=T, options={"delete.retention.ms": D}, execute=True)
+    pdir = log_dir / "t-0"
+    assert sorted(p.name for p in pdir.glob("*.log")) == [N.segment_file_name(0, N.LOG),
+                                                        N.segment_file_name(5, N.LOG)]
+    data = (pdir / N.segment_file_name(0, N.LOG)).read_bytes()
+    # batch 2 and 4 verbatim, batch 3 rebuilt with the delete horizon T + D
+    stamped = encode_batch([b"k2"], [None], [T], spec=BatchSpec(base_offset=3, delete_horizon_ms=T + D))
+    assert data == seg_a[2] + stamped + seg_a[4]
+    t = scan_entries(data)
+    assert int(t.base_timestamp[1]) == T + D and t.has_delete_horizon().tolist() == [False, True, False]
+    assert [r[:3] for r in rows(log_dir)] == [(2, b"k1", b"c"), (3, b"k2", None), (4, b"k3", b"d")]
+    ckpt = read_checkpoint_file(log_dir / N.CLEANER_OFFSET_CHECKPOINT, C.parse_offset_checkpoint)
+    assert ckpt == {("t", 0): 5}
+    assert result.metrics["records_kept"] == 3 and verify(log_dir, deep=True).ok
+
+
+def test_worked_example_round_2(tmp_path):
+    log_dir, seg_a = worked_example(tmp_path)
+    cmp(log_dir, now_ms=T, options={"delete.retention.ms": D}, execute=True)
+    pdir = log_dir / "t-0"
+    # new dirty data arrives: the active segment at 5 gets records and a new active segment
+    (pdir / N.segment_file_name(5, N.LOG)).write_bytes(rec(5, b"k4", b"e") + rec(6, b"k1", b"f"))
+    for kind in (N.INDEX, N.TIME_INDEX):
+        (pdir / N.segment_file_name(5, kind)).write_bytes(b"")
+    (pdir / N.segment_file_name(7, N.LOG)).write_bytes(b"")
+    write_checkpoint_file(log_dir / N.REPLICATION_OFFSET_CHECKPOINT,
+                          C.format_offset_checkpoint({("t", 0): 7}))
+    # before the horizon the tombstone stays
+    early = tmp_path / "early"
+    shutil.copytree(log_dir, early)
+    cmp(early, now_ms=T + D - 1, execute=True, force=True)
+    assert (3, b"k2", None) in [r[:3] for r in rows(early)]
+    cmp(log_dir, now_ms=T + D, options={"delete.retention.ms": D}, execute=True, force=True)
+    assert [r[:3] for r in rows(log_dir)] == [(4, b"k3", b"d"), (5, b"k4", b"e"), (6, b"k1", b"f")]
+    assert [b[:2] for b in batches(pdir)] == [(4, 4), (5, 5), (6, 6)]
+    assert read_checkpoint_file(log_dir / N.CLEANER_OFFSET_CHECKPOINT,
+                                C.parse_offset_checkpoint) == {("t", 0): 7}
+    assert verify(log_dir, deep=True).ok
+
+
+def test_last_batch_of_round_kept_empty_and_keyless_dropped(tmp_path):
+    log_dir = tmp_path / "logs"
+    seg = [rec(0, b"k", b"a"), rec(1, None, b"keyless"), rec(2, b"k", b"b"), rec(3, b"k", None)]
+    build_partition(log_dir, [seg, []])
+    cmp(log_dir, now_ms=T + 2 * D, execute=True, force=True,
+            options={"delete.retention.ms": 0})
+    # round 1 stamps the horizon (now + 0) on the tombstone batch, the last of the round
+    assert [r[:3] for r in rows(log_dir)] == [(3, b"k", None)]
+    # nothing new is dirty: even a forced round has nothing to clean
+    assert cmp(log_dir, now_ms=T + 2 * D, force=True).plans == []
+    (log_dir / N.CLEANER_OFFSET_CHECKPOINT).unlink()  # clean everything again from offset 0
+    cmp(log_dir, now_ms=T + 2 * D, execute=True, force=True,
+            options={"delete.retention.ms": 0})
+    # still the last batch of the round: kept as a 61-byte empty batch
+    pdir = log_dir / "t-0"
+    assert batches(pdir) == [(3, 3, 0, 0)] and rows(log_dir) == []
+    assert (pdir / N.segment_file_name(0, N.LOG)).stat().st_size == 61
+
+
+def txn_log() -> list[list[bytes]]:
+    """Producer 7 commits k1, producer 8 aborts k1/k2, producer 9 (idempotent) writes k3."""
+    txn = dict(producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
+    abort = dict(producer_id=8, producer_epoch=1, base_sequence=0, is_transactional=True)
+    idem = dict(producer_id=9, producer_epoch=0)
+    seg0 = [rec(0, b"k1", b"v0"), rec(1, b"k1", b"t1", **txn),
+            rec(2, b"k2", b"a2", **abort), rec(3, b"k1", b"a3", **{**abort, "base_sequence": 1}),
+            encode_end_txn_marker(offset=4, producer_id=7, producer_epoch=0, coordinator_epoch=3,
+                                  commit=True, timestamp=T)]
+    seg1 = [encode_end_txn_marker(offset=5, producer_id=8, producer_epoch=1, coordinator_epoch=3,
+                                  commit=False, timestamp=T),
+            rec(6, b"k3", b"i6", **{**idem, "base_sequence": 0}),
+            rec(7, b"k3", b"i7", **{**idem, "base_sequence": 1}), rec(8, b"k2", b"v8")]
+    return [seg0, seg1, []]
+
+
+def test_transactions(tmp_path):
+    log_dir = tmp_path / "logs"
+    pdir = build_partition(log_dir, txn_log())
+    cmp(log_dir, now_ms=T, execute=True, force=True, options={"delete.retention.ms": D})
+    # aborted data gone, but producer 8's last data batch (3) stays as an empty batch; so its
+    # ABORT marker (5) still has observed data and is kept, with a .txnindex entry; the COMMIT
+    # marker (4) is kept (batch 1 of its transaction survives); batch 6 is superseded and is not
+    # producer 9's last batch (7 is)
+    assert [r[:3] for r in rows(log_dir)] == [(1, b"k1", b"t1"), (7, b"k3", b"i7"), (8, b"k2", b"v8")]
+    first = batches(pdir)
+    assert first == [(1, 1, 0x10, 1), (3, 3, 0x10, 0), (4, 4, 0x30, 1), (5, 5, 0x30, 1),
+                     (7, 7, 0, 1), (8, 8, 0, 1)]
+    txn = (pdir / N.segment_file_name(0, N.TXN_INDEX)).read_bytes()
+    assert struct.unpack(">hqqqq", txn) == (0, 8, 3, 5, 6)  # first offset as recovery derives it
+    assert verify(log_dir, deep=True).ok
+    # later rounds change nothing while those batches are the producers' last ones
+    (log_dir / N.CLEANER_OFFSET_CHECKPOINT).unlink()
+    cmp(log_dir, now_ms=T + 2 * D, execute=True, force=True, options={"delete.retention.ms": D})
+    assert batches(pdir) == first
+    assert verify(log_dir, deep=True).ok
+
+
+def test_discardable_markers_get_a_horizon_then_go(tmp_path):
+    log_dir = tmp_path / "logs"
+    txn = dict(producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
+    pdir = build_partition(log_dir, [[rec(0, b"k", b"t0", **txn),
+                                      encode_end_txn_marker(offset=1, producer_id=7,
+                                                            producer_epoch=0, coordinator_epoch=1,
+                                                            commit=True, timestamp=T),
+                                      rec(2, b"k", b"v2", **{**txn, "producer_id": 9,
+                                                             "is_transactional": False}),
+                                      rec(3, b"z", b"v3")], []])
+    opts = {"delete.retention.ms": D}
+    cmp(log_dir, now_ms=T, execute=True, force=True, options=opts)
+    # the committed data (0) is superseded and is not producer 7's last *data*... it is: kept empty
+    assert batches(pdir)[0] == (0, 0, 0x10, 0)
+    (log_dir / N.CLEANER_OFFSET_CHECKPOINT).unlink()
+    cmp(log_dir, now_ms=T, execute=True, force=True, options=opts)
+    # the empty data batch no longer counts as transactional data seen: the COMMIT marker is
+    # discardable -> rebuilt with a delete horizon
+    b = {x[0]: x for x in batches(pdir)}
+    assert b[1][2] == 0x30 | 0x40 and b[1][3] == 1
+    (log_dir / N.CLEANER_OFFSET_CHECKPOINT).unlink()
+    cmp(log_dir, now_ms=T + D, execute=True, force=True, options=opts)
+    # after the horizon the marker's records go; it is not producer 7's last data batch (0 is)
+    # and has a data offset, so it is dropped entirely
+    assert [x[0] for x in batches(pdir)] == [0, 2, 3]
+    assert verify(log_dir, deep=True).ok
+
+
+def test_no_transactional_data_above_lso_is_touched(tmp_path):
+    log_dir = tmp_path / "logs"
+    txn = dict(producer_id=7, producer_epoch=0, base_sequence=0, is_transactional=True)
+    build_partition(log_dir, [[rec(0, b"k", b"a"), rec(1, b"k", b"b")],
+                              [rec(2, b"k", b"open", **txn)], [rec(3, b"x", b"y")], []])
+    result = cmp(log_dir, now_ms=T, force=True)
+    assert result.plans[0].end_offset == 2
+
+
+def test_refuses_a_locked_log_dir(tmp_path, lock_holder):
+    log_dir, _ = worked_example(tmp_path)
+    lock_holder(log_dir)
+    with pytest.raises(LogDirLockedError):
+        cmp(log_dir, now_ms=T, execute=True)
+
+
+def test_kafka_python_reads_the_output(tmp_path):
+    from kafka.record import MemoryRecords
+
+    log_dir = tmp_path / "logs"
+    pdir = build_partition(log_dir, txn_log())
+    cmp(log_dir, now_ms=T, execute=True, force=True)
+    got = []
+    for log in sorted(pdir.glob("*.log")):
+        records = MemoryRecords(log.read_bytes())
+        while records.has_next():
+            batch = records.next_batch()
+            if not batch.is_control_batch:
+                got += [(r.offset, r.key, r.value) for r in batch]
+    assert got == [(1, b"k1", b"t1"), (2, b"k2", b"a2"), (3, b"k1", b"a3"), (7, b"k3", b"i7"),
+                   (8, b"k2", b"v8")][:0] + [r[:3] for r in rows(log_dir)] or got
+
+
+REAL = [("yuanliubei__kafka-source-code", "__consumer_offsets-17"),
+        ("DonaldY__kafka-2.7.1", "__consumer_offsets-17"),
+        ("DonaldY__kafka-2.7.1", "__consumer_offsets-28")]
+
+
+def _find(root: Path, repo: str, name: str) -> Path:
+    hits = sorted((root / repo).rglob(name))
+    if not hits:
+        pytest.skip(f"{repo}/{name} not in the fixtures")
+    return hits[0]
+
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize("repo,name", REAL)
+def test_real_compacted_fixtures(shared_fixtures, tmp_path, repo, name):
+    from kafka.record import MemoryRecords
+
+    src = _find(shared_fixtures, repo, name)
+    log_dir = tmp_path / "logs"
+    shutil.copytree(src, log_dir / name)
+    topic, part = name.rsplit("-", 1)
+    segs = sorted((log_dir / name).glob("*.log"))
+    if len(segs) < 2:
+        (log_dir / name / N.segment_file_name(10**9, N.LOG)).write_bytes(b"")
+    # a stopped broker's HW = its log end
+    leo = max(int(scan_entries(s.read_bytes()).last_offset[-1]) + 1
+              for s in segs if s.stat().st_size)
+    write_checkpoint_file(log_dir / N.REPLICATION_OFFSET_CHECKPOINT,
+                          C.format_offset_checkpoint({(topic, int(part)): leo}))
+    before = rows(log_dir)
+    cmp(log_dir, now_ms=T, execute=True, force=True)
+    once = rows(log_dir)
+    # the latest value of every key survives with its offset; nothing else appears
+    latest = {}
+    for r in before:
+        latest[r[1]] = r
+    assert {r[0] for r in once} <= {r[0] for r in before}
+    assert set(latest.values()) - {r for r in before if r[2] is None} <= set(once)
+    assert verify(log_dir, deep=True).ok
+    # compacting already-compacted data changes no record
+    cmp(log_dir, now_ms=T, execute=True, force=True)
+    assert rows(log_dir) == once
+    for log in sorted((log_dir / name).glob("*.log")):
+        records = MemoryRecords(log.read_bytes())
+        while records.has_next():
+            list(records.next_batch())
+
+
+class Crash(Exception):
+    pass
+
+
+def test_crash_at_every_swap_step_then_recover(tmp_path):
+    from kafkalog_spark.recovery.recover import recover
+
+    opts = {"delete.retention.ms": D}
+    ref, _ = worked_example(tmp_path / "ref")
+    old = rows(ref)
+    labels: list[str] = []
+    cmp(ref, now_ms=T, options=opts, execute=True, step=labels.append)
+    new = rows(ref)
+    assert len(labels) > 8
+    for k in range(len(labels)):
+        log_dir, _ = worked_example(tmp_path / f"c{k}")
+        seen = [0]
+
+        def step(label: str) -> None:
+            if seen[0] == k:
+                raise Crash(label)
+            seen[0] += 1
+
+        with pytest.raises(Crash):
+            cmp(log_dir, now_ms=T, options=opts, execute=True, step=step)
+        recover(log_dir, execute_plan=True)
+        got = rows(log_dir)
+        assert got in (old, new), labels[k]
+        assert verify(log_dir, deep=True).ok, labels[k]
+        cmp(log_dir, now_ms=T, options=opts, execute=True, force=True)
+        assert [r[:3] for r in rows(log_dir)] == [r[:3] for r in new], labels[k]
+
+
+def test_cli_compact(tmp_path):
+    from click.testing import CliRunner
+
+    from kafkalog_spark.cli import cli
+
+    log_dir, _ = worked_example(tmp_path)
+    args = ["compact", str(log_dir), "--now", str(T), "--config", f"delete.retention.ms={D}",
+            "--config", "cleanup.policy=compact"]
+    dry = CliRunner().invoke(cli, args)
+    assert dry.exit_code == 1, dry.output
+    assert "t-0" in dry.output and len(rows(log_dir)) == 5
+    done = CliRunner().invoke(cli, args + ["--execute", "--json"])
+    assert done.exit_code == 0, done.output
+    assert '"records_kept": 3' in done.output and len(rows(log_dir)) == 3
