@@ -43,7 +43,11 @@ from . import layout as L
 from ..errors import InvalidOptionError
 
 DEFAULT_MAX_BATCH_RECORDS = 1 << 16
-DEFAULT_MAX_BATCH_BYTES = 1 << 20
+# A broker refuses batches above max.message.bytes (default 1048588, counting the 12-byte log
+# overhead); keeping the uncompressed records section below that minus the 61-byte header keeps
+# every batch we write acceptable to a default broker and its consumers.
+MAX_MESSAGE_BYTES = 1048588
+DEFAULT_MAX_BATCH_BYTES = MAX_MESSAGE_BYTES - L.RECORD_BATCH_OVERHEAD
 END_TXN_MARKER_BATCH_SIZE = 78  # RECORD_BATCH_OVERHEAD + CURRENT_END_TXN_SCHEMA_RECORD_SIZE
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 

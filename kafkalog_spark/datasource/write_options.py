@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from ..codec import checkpoints as C
 from ..codec import layout as L
+from ..codec.encode import DEFAULT_MAX_BATCH_BYTES
 from ..errors import InvalidOptionError
 from ..log.writer import WriteSettings, check_topic
 from .options import OptionSpec
@@ -35,7 +36,7 @@ WRITE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("index.interval.bytes", "4096", "bytes between offset/time index entries "
                "(Kafka's index.interval.bytes)"),
     OptionSpec("batch.records", "10000", "most records per record batch"),
-    OptionSpec("batch.bytes", str(1 << 20), "most uncompressed record bytes per batch (a "
+    OptionSpec("batch.bytes", str(DEFAULT_MAX_BATCH_BYTES), "most uncompressed record bytes per batch (a "
                "larger record gets a batch of its own)"),
     OptionSpec("leaderEpoch", "0", "partition leader epoch stamped on the batches and recorded "
                "in leader-epoch-checkpoint; -1 for none"),

@@ -62,7 +62,7 @@ import pyarrow.compute as pc
 
 from ..codec import checkpoints as C
 from ..codec import layout as L
-from ..codec.encode import encode_record_batches
+from ..codec.encode import DEFAULT_MAX_BATCH_BYTES, encode_record_batches
 from ..codec.index import DEFAULT_INDEX_INTERVAL_BYTES, build_indexes
 from ..codec.scan import scan_entries
 from ..codec.snapshot import ProducerStateTracker, read_snapshot
@@ -74,7 +74,6 @@ from .lock import hold_lock
 from .mapped import mapped_file
 
 DEFAULT_SEGMENT_BYTES = 1 << 30  # segment.bytes (log.segment.bytes default, 1 GiB)
-DEFAULT_MAX_BATCH_BYTES = 1 << 20
 MAX_TOPIC_LENGTH = 249
 STAGING_INFIX = ".kafkalog-staging-"
 FLUSH_ROWS = 1 << 16  # a stager encodes once this many rows (or FLUSH_BYTES) are pending
