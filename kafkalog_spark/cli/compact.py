@@ -1,0 +1,63 @@
+"""``kafkalog compact`` (entry-point layer): one log-cleaner round with Kafka's rules.
+
+A dry run unless ``--execute``. Exit code 0 when nothing was due (or everything planned was
+done), 1 for a dry run that found partitions to clean, 2 when the command failed.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..compaction.compact import ENGINES, CompactionResult, compact
+from .retain import parse_config_options
+
+
+def render(result: CompactionResult) -> str:
+    """The plan (or what was done) as text, one block per partition."""
+    verb = "cleaned" if result.executed else "would clean"
+    lines = []
+    for p in result.plans:
+        d = p.to_dict()
+        lines.append(f"{d['partition']}: {verb} offsets [{d['first_dirty_offset']}, "
+                     f"{d['first_uncleanable_offset']}) dirty, {d['reason']}")
+        lines.append(f"  segment groups (base offsets): {d['groups']}")
+    m = result.metrics
+    counts = "" if not result.executed else (
+        f", records {m['records_read']} -> {m['records_kept']}, bytes {m['bytes_read']} -> "
+        f"{m['bytes_written']}")
+    lines.append(f"{verb} {m['partitions_cleaned']} partitions ({m['partitions_skipped']} had "
+                 f"nothing due, now={m['now_ms']}){counts}"
+                 + ("" if result.executed or not result.plans else "; run again with --execute"))
+    return "\n".join(lines)
+
+
+@click.command("compact")
+@click.argument("log_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.option("--execute", is_flag=True, help="Change the disk (default: dry run, only plan).")
+@click.option("--now", "now_ms", type=int, help="Current time in ms (reproducible runs).")
+@click.option("--config", "configs", multiple=True, metavar="NAME=VALUE",
+              help="Topic config override for every topic, e.g. delete.retention.ms=0.")
+@click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
+              help="JSON ({topic: {name: value}} or flat) or .properties topic configs.")
+@click.option("--topic", "topics", multiple=True, help="Only these topics.")
+@click.option("--force", is_flag=True, help="Ignore min.cleanable.dirty.ratio.")
+@click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
+              help="Rewrite in this process, or shuffle keys and rewrite with Spark.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan and metrics as JSON.")
+def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
+            configs: tuple[str, ...], config_file: str | None, topics: tuple[str, ...],
+            force: bool, engine: str, as_json: bool) -> None:
+    """Compact topics whose cleanup.policy includes compact: keep the latest record per key,
+    drop aborted data, tombstones and markers past their delete horizon, keep every surviving
+    record's offset; swap segments in Kafka's crash-safe order and update
+    cleaner-offset-checkpoint. Refuses a log dir a broker holds.
+    """
+    result = compact(list(log_dirs), execute=execute, now_ms=now_ms,
+                     options=parse_config_options(configs), config_file=config_file,
+                     topics=list(topics) or None, force=force, engine=engine)
+    click.echo(json.dumps(result.to_dict(), indent=2) if as_json else render(result))
+    if result.plans and not execute:
+        sys.exit(1)
