@@ -1,0 +1,176 @@
+"""``migrate`` (Delta layer): Kafka log dirs into Delta tables, incremental and exactly-once.
+
+One run, per table (:mod:`~kafkalog_spark.delta.plan` says which): take the table's migration
+lock, delete what killed runs left, read the offsets the table has reached, plan
+``[reached, log end)`` per partition, write the records as Parquet (Spark tasks or this
+process), and commit files plus new offsets in one Delta commit
+(:mod:`~kafkalog_spark.delta.commit`). ``step(name)`` is called at each point a run can die —
+``planned``, ``files-written``, ``before-commit``, ``committed`` — with the table path; tests
+use it to kill a run there.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InvalidOptionError
+from .commit import (begin_run, clean_killed_runs, commit, end_run, migrated_offsets,
+                     table_lock)
+from .options import MigrateOptions, parse_migrate_options
+from .plan import TablePlan, plan_table, source_partitions
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+PathLike = str | os.PathLike[str]
+Step = Callable[[str, Path], None]
+
+
+def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
+            spark: "SparkSession | None" = None, dry_run: bool = False,
+            step: Step | None = None, options: MigrateOptions | None = None,
+            **kwargs: Any) -> dict:
+    """Migrate the records of Kafka log dirs into Delta tables, continuing where the last run
+    stopped.
+
+    Parameters
+    ----------
+    sources : path or sequence of paths
+        Log dirs (JBOD: several), or partition dirs.
+    dest : path
+        With ``layout="per-topic"`` a folder holding one table per topic (``dest/<topic>``);
+        with ``layout="single"`` the table itself.
+    spark : SparkSession, optional
+        Runs the Spark engine (``engine="auto"``); without one the local engine runs.
+    dry_run : bool
+        Only plan: report per partition the offsets a run would migrate; write nothing.
+    step : callable, optional
+        ``step(name, table_path)`` at each point a run can be killed (see the module doc).
+    options : MigrateOptions, optional
+        Parsed options; else ``kwargs`` are parsed (see
+        :data:`~kafkalog_spark.delta.options.MIGRATE_OPTIONS`: ``topics``, ``topic_pattern``,
+        ``layout``, ``partition_by``, ``include_headers``, ``include_metadata``,
+        ``isolation_level``, ``decode_internal``, ``fail_on_data_loss``, ``app_id_prefix``,
+        ``engine``, ``writer``).
+
+    Returns
+    -------
+    dict
+        Metrics: ``run_id``, ``engine``, ``writer``, ``dry_run``, ``records``, ``files``,
+        ``commits``, ``data_loss`` (gaps, with ``fail_on_data_loss=False``), ``cleaned`` (files
+        of killed runs deleted) and ``tables``: per table its path, new version (``None`` when
+        nothing was committed), records, files and ``partitions`` ``{"topic-p": [start, end]}``.
+
+    Raises
+    ------
+    DataLossError
+        A partition's log start moved past the offset migrated (``fail_on_data_loss``).
+    ConcurrentMigrationError
+        Another run holds or changed a table.
+    KafkaLogError
+        Corrupt input (the first bad batch, located) or bad options.
+    """
+    opts = options if options is not None else parse_migrate_options(kwargs)
+    if options is not None and kwargs:
+        raise InvalidOptionError("give either options= or option keywords, not both")
+    srcs = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    engine = _engine(opts, spark)
+    writer = _writer(opts, spark, engine)
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
+    metrics: dict[str, Any] = {"run_id": run_id, "engine": engine, "writer": writer,
+                               "dry_run": dry_run, "records": 0, "files": 0, "commits": 0,
+                               "data_loss": [], "cleaned": [], "tables": []}
+    dest = Path(dest)
+    for name, parts in sorted(source_partitions(srcs, opts).items()):
+        path = dest / name if opts.layout == "per-topic" else dest
+        app_ids = [opts.app_id(p.topic or "", p.partition or 0) for p, _ in parts]
+        if dry_run:
+            plan = plan_table(path, parts, opts, migrated_offsets(path, app_ids))
+            metrics["data_loss"] += plan.gaps
+            metrics["tables"].append(_table_metrics(plan, None, []))
+            continue
+        path.mkdir(parents=True, exist_ok=True)
+        with table_lock(path):
+            metrics["cleaned"] += [str(path / f) for f in clean_killed_runs(path)]
+            reached = migrated_offsets(path, app_ids)
+            plan = plan_table(path, parts, opts, reached)
+            metrics["data_loss"] += plan.gaps
+            _step(step, "planned", path)
+            version, files = _run_table(plan, opts, srcs, spark, writer, run_id, reached, step)
+        metrics["tables"].append(_table_metrics(plan, version, files))
+        metrics["records"] += sum(f.records for f in files)
+        metrics["files"] += len(files)
+        metrics["commits"] += 0 if version is None else 1
+    return metrics
+
+
+def _run_table(plan: TablePlan, opts: MigrateOptions, srcs: list, spark: Any, writer: str,
+               run_id: str, reached: dict[str, int], step: Step | None) -> tuple[int | None, list]:
+    pending = plan.pending
+    if not pending:
+        return None, []
+    read_options = plan.read_options(srcs, opts)
+    if writer == "delta-spark":
+        from .spark_job import write_delta_spark
+
+        write_delta_spark(spark, plan, read_options, opts)
+        from deltalake import DeltaTable
+
+        return DeltaTable(str(plan.path)).version(), []
+    staging = begin_run(plan.path, run_id)
+    if spark is not None and opts.engine != "local":
+        from .spark_job import write_spark
+
+        files = write_spark(spark, plan, read_options, opts.partition_by, run_id, staging)
+    else:
+        from .files import write_local
+
+        files = write_local(plan, read_options, opts.partition_by, run_id)
+    _step(step, "files-written", plan.path)
+    versions = {opts.app_id(p.topic, p.partition): p.end for p in pending}
+    planned_from = {app: reached[app] for app in versions if app in reached}
+    extra = {"kafkalog.dataLoss": plan.gaps} if plan.gaps else None
+    _step(step, "before-commit", plan.path)
+    version = commit(plan.path, plan.schema, opts.partition_by, files, versions, planned_from,
+                     run_id, extra)
+    _step(step, "committed", plan.path)
+    end_run(plan.path, run_id)
+    return version, files
+
+
+def _table_metrics(plan: TablePlan, version: int | None, files: list) -> dict:
+    return {"path": str(plan.path), "version": version,
+            "records": sum(f.records for f in files), "files": len(files),
+            "partitions": {f"{p.topic}-{p.partition}": [p.start, p.end] for p in plan.pending},
+            "up_to_date": [f"{p.topic}-{p.partition}" for p in plan.partitions if not p.pending]}
+
+
+def _step(step: Step | None, name: str, path: Path) -> None:
+    if step is not None:
+        step(name, path)
+
+
+def _engine(opts: MigrateOptions, spark: Any) -> str:
+    if opts.engine == "spark" and spark is None:
+        raise InvalidOptionError("engine='spark' needs a SparkSession (spark=...)")
+    if opts.engine == "auto":
+        return "spark" if spark is not None else "local"
+    return opts.engine
+
+
+def _writer(opts: MigrateOptions, spark: Any, engine: str) -> str:
+    if opts.writer == "delta-rs":
+        return "delta-rs"
+    from .spark_job import delta_jars_available
+
+    jars = engine == "spark" and delta_jars_available(spark)
+    if opts.writer == "delta-spark" and not jars:
+        raise InvalidOptionError("writer='delta-spark' needs the Spark engine with the Delta "
+                                 "jars on the classpath (see docs/delta.md); use "
+                                 "writer='delta-rs'")
+    return "delta-spark" if jars else "delta-rs"

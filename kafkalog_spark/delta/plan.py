@@ -1,0 +1,183 @@
+"""Migration planning (Delta layer): which offsets of which partitions go into which table.
+
+The offset already migrated lives in the Delta table itself: one application transaction
+(``txn`` action, ``appId = <prefix>:<topic>:<partition>``) per partition, whose ``version`` is
+the next offset to migrate — the exclusive end offset of the last committed run. A run reads
+``[that offset, log end offset)`` (or up to the last stable offset with ``read_committed``), and
+commits the new files together with the new versions in one Delta commit, so the data and the
+offsets reached move together or not at all.
+
+Planning reads directory listings, the ``log-start-offset-checkpoint``, the entry headers of
+each partition's last segment (its log end offset) and, for ``read_committed``, what
+:func:`~kafkalog_spark.log.transactions.transaction_view` reads. It never decodes records.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+
+from ..codec.checkpoints import parse_offset_checkpoint
+from ..errors import KafkaLogError, Location
+from ..log.atomic import read_checkpoint_file
+from ..log.discovery import PartitionDir, describe_segment, discover
+from ..log.naming import LOG_START_OFFSET_CHECKPOINT
+from ..log.transactions import transaction_view
+from .columns import table_schema
+from .options import MigrateOptions
+
+PathLike = str | os.PathLike[str]
+
+
+class DataLossError(KafkaLogError):
+    """Records between the offset already migrated and the partition's log start offset are
+    gone (retention or DeleteRecords ran), or the log ends before that offset (the partition
+    was recreated or truncated). Set ``fail_on_data_loss=False`` to go on and record the gap."""
+
+
+@dataclass(frozen=True)
+class PartitionPlan:
+    """One partition of one run: migrate offsets ``[start, end)``.
+
+    ``migrated`` is the offset the table had reached (``None``: never migrated), ``log_start``
+    and ``log_end`` what the log holds now.
+    """
+
+    topic: str
+    partition: int
+    path: str
+    log_start: int
+    log_end: int
+    migrated: int | None
+    start: int
+    end: int
+
+    @property
+    def pending(self) -> bool:
+        """Whether this run moves the partition's offset forward."""
+        return self.end > self.start
+
+
+@dataclass
+class TablePlan:
+    """One Delta table of a run: where, which partitions, the schema of the rows this run adds,
+    and the data-loss gaps found (with ``fail_on_data_loss=False``)."""
+
+    path: Path
+    topics: frozenset[str]
+    schema: pa.Schema
+    partitions: list[PartitionPlan] = field(default_factory=list)
+    gaps: list[dict] = field(default_factory=list)
+
+    @property
+    def pending(self) -> list[PartitionPlan]:
+        """The partitions whose offset this run moves forward."""
+        return [p for p in self.partitions if p.pending]
+
+    def read_options(self, sources: Sequence[PathLike], opts: MigrateOptions) -> dict[str, str]:
+        """Options of the ``kafkalog`` data source that read exactly this run's records."""
+        import json
+
+        pending = self.pending
+        assign: dict[str, list[int]] = {}
+        starting: dict[str, dict[str, int]] = {}
+        ending: dict[str, dict[str, int]] = {}
+        for p in pending:
+            assign.setdefault(p.topic, []).append(p.partition)
+            starting.setdefault(p.topic, {})[str(p.partition)] = p.start
+            ending.setdefault(p.topic, {})[str(p.partition)] = p.end
+        return {
+            "path": ",".join(str(s) for s in sources),
+            "assign": json.dumps(assign), "startingOffsets": json.dumps(starting),
+            "endingOffsets": json.dumps(ending),
+            "includeHeaders": str(opts.include_headers).lower(),
+            "includeMetadata": str(opts.include_metadata).lower(),
+            "kafka.isolation.level": "read_committed" if opts.read_committed
+            else "read_uncommitted",
+        }
+
+
+def source_partitions(sources: Sequence[PathLike], opts: MigrateOptions
+                      ) -> dict[str, list[tuple[PartitionDir, int]]]:
+    """The live partitions the options select, grouped by table name (the topic, or ``""`` for
+    the single layout), each with its log start offset."""
+    found = discover(list(sources))
+    out: dict[str, list[tuple[PartitionDir, int]]] = {}
+    for log_dir in found.log_dirs:
+        starts = read_checkpoint_file(log_dir.path / LOG_START_OFFSET_CHECKPOINT,
+                                      parse_offset_checkpoint)
+        for part in log_dir.partitions:
+            _add(out, part, starts.get((part.topic, part.partition)), opts)
+    for part in found.partitions:
+        _add(out, part, None, opts)
+    return out
+
+
+def _add(out: dict, part: PartitionDir, checkpointed: int | None, opts: MigrateOptions) -> None:
+    if part.topic is None or part.partition is None or not opts.wants(part.topic):
+        return
+    first = part.segments[0].base_offset if part.segments else 0
+    log_start = first if checkpointed is None else max(first, checkpointed)
+    out.setdefault(part.topic if opts.layout == "per-topic" else "", []).append((part, log_start))
+
+
+def plan_table(path: Path, parts: list[tuple[PartitionDir, int]], opts: MigrateOptions,
+               migrated: dict[str, int]) -> TablePlan:
+    """Plan one table from its source partitions and the offsets it has reached.
+
+    Parameters
+    ----------
+    path : Path
+        The table's location.
+    parts : list
+        ``(partition dir, log start offset)`` pairs from :func:`source_partitions`.
+    opts : MigrateOptions
+    migrated : dict
+        ``{app id: next offset}`` as recorded in the table (empty for a new table).
+
+    Raises
+    ------
+    DataLossError
+        With ``fail_on_data_loss``: a partition whose log start passed the offset migrated, or
+        whose log end is below it.
+    """
+    topics = frozenset(p.topic for p, _ in parts if p.topic is not None)
+    plan = TablePlan(path, topics, table_schema(opts, topics))
+    for part, log_start in sorted(parts, key=lambda x: (x[0].topic or "", x[0].partition or 0)):
+        topic, partition = part.topic or "", part.partition or 0
+        log_end = describe_segment(part.segments[-1]).next_offset if part.segments else log_start
+        end = log_end
+        if opts.read_committed and part.segments:
+            lso = transaction_view(part).last_stable_offset
+            end = log_end if lso is None else min(log_end, lso)
+        done = migrated.get(opts.app_id(topic, partition))
+        start = log_start if done is None else done
+        if done is not None and done < log_start:
+            _data_loss(plan, part, opts, done, log_start,
+                       f"records [{done}, {log_start}) of {topic}-{partition} were deleted "
+                       f"before they were migrated: the log start offset is {log_start}, the "
+                       f"table has reached {done}")
+            start = log_start
+        if done is not None and log_end < done:
+            _data_loss(plan, part, opts, log_end, done,
+                       f"the log of {topic}-{partition} ends at {log_end}, below the offset "
+                       f"{done} the table has reached (the partition was recreated or "
+                       f"truncated); its new records cannot be told apart")
+            start = end = done
+        plan.partitions.append(PartitionPlan(topic, partition, str(part.path), log_start, log_end,
+                                             done, start, max(start, end)))
+    return plan
+
+
+def _data_loss(plan: TablePlan, part: PartitionDir, opts: MigrateOptions, lo: int, hi: int,
+               message: str) -> None:
+    if opts.fail_on_data_loss:
+        raise DataLossError(message + "; set fail_on_data_loss=False (--no-fail-on-data-loss) "
+                            "to migrate what is left and record the gap",
+                            Location(str(part.path), None, hi))
+    plan.gaps.append({"topic": part.topic, "partition": part.partition, "from": lo, "to": hi,
+                      "reason": message})
