@@ -207,13 +207,15 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             fresh = discover(log_dir.path).log_dirs[0]
             plans = plan_log_dir(fresh, **kw)
             if engine == "spark":
-                from .spark_job import rewrite_spark
+                from .spark_job import remove_staging, rewrite_spark
 
                 outputs = rewrite_spark(plans, result.stats, spark=spark)
             else:
                 outputs = rewrite_local(plans, result.stats)
             for plan in plans:
                 swap_in(plan, outputs[plan.state.tp], step=step)
+            if engine == "spark":
+                remove_staging(result.stats)
             result.plans += plans
     both = sorted({p.state.topic for p in result.plans if p.config.delete})
     if both:
