@@ -32,6 +32,7 @@ allocates. Codec libraries are imported only when their codec is met.
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 from typing import Any, Callable
 
@@ -518,10 +519,22 @@ def _zstd_frames(view: memoryview, location: Location | None) -> list[tuple[int,
     return frames
 
 
+_THREAD_STATE = threading.local()
+
+
+def _zstd_decompressor(zstandard: Any) -> Any:
+    """One decompression context per thread, reused: creating one costs more than decoding a
+    small batch, and a context must not be shared between threads."""
+    dctx = getattr(_THREAD_STATE, "zstd_dctx", None)
+    if dctx is None:
+        dctx = _THREAD_STATE.zstd_dctx = zstandard.ZstdDecompressor()
+    return dctx
+
+
 def _zstd_decode(zstandard: Any, view: memoryview, _magic: int, max_size: int,
                  location: Location | None) -> bytes:
     frames = _zstd_frames(view, location)
-    dctx = zstandard.ZstdDecompressor()
+    dctx = _zstd_decompressor(zstandard)
     parts = []
     produced = 0
     for start, stop, bound in frames:
