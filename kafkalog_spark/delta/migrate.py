@@ -166,9 +166,11 @@ def _engine(opts: MigrateOptions, spark: Any) -> str:
 def _writer(opts: MigrateOptions, spark: Any, engine: str) -> str:
     if opts.writer == "delta-rs":
         return "delta-rs"
-    from .spark_job import delta_jars_available
+    jars = False
+    if engine == "spark":
+        from .spark_job import delta_jars_available
 
-    jars = engine == "spark" and delta_jars_available(spark)
+        jars = delta_jars_available(spark)
     if opts.writer == "delta-spark" and not jars:
         raise InvalidOptionError("writer='delta-spark' needs the Spark engine with the Delta "
                                  "jars on the classpath (see docs/delta.md); use "

@@ -1,8 +1,9 @@
 """The Spark engine of a migration (Delta layer): Spark tasks decode and write Parquet.
 
-``spark.read.format("kafkalog")`` reads exactly the run's offset windows (the options of
-:meth:`~kafkalog_spark.delta.plan.TablePlan.read_options`), ``mapInArrow`` applies
-:func:`~kafkalog_spark.delta.columns.transform` (date and internal-topic columns), and Spark's
+Spark tasks read exactly the run's offset windows (the options of
+:meth:`~kafkalog_spark.delta.plan.TablePlan.read_options`) with the ``kafkalog`` source's planner
+and task reader, apply :func:`~kafkalog_spark.delta.columns.transform` (date and internal-topic
+columns) in the task (:class:`MigrationRows`), and Spark's
 Parquet writer writes microsecond UTC timestamps into the run's staging folder inside the table.
 The driver then moves every file to its partition folder under a run-named file name; the
 commit (delta-rs) makes them visible.
@@ -16,11 +17,20 @@ a table the other started. That is one commit per partition instead of one per t
 
 from __future__ import annotations
 
+import base64
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 from urllib.parse import unquote
 
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructType
+
+from ..datasource.options import ReadOptions, parse_read_options
+from ..datasource.reader import KafkaLogSplit, plan_scan, read_split
 from .columns import transform
 from .commit import DataFile, data_file
 from .files import NULL_PARTITION, file_name
@@ -44,17 +54,49 @@ def delta_jars_available(spark: "SparkSession") -> bool:
         return False
 
 
+SCHEMA_OPTION = "kafkalog.delta.schema"  # the rows' Arrow schema (IPC, base64) for the tasks
+
+
+class MigrationRows(DataSource):
+    """The rows a migration writes, as a data source: the ``kafkalog`` planner and task reader
+    (:func:`plan_scan` / :func:`read_split`) with :func:`transform` applied in the task.
+
+    A source rather than ``df.mapInArrow``: that needs pandas on the driver, this does not."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog_delta_rows"
+
+    def _arrow_schema(self) -> pa.Schema:
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(self.options[SCHEMA_OPTION])))
+
+    def schema(self) -> StructType:
+        return from_arrow_schema(self._arrow_schema())
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        read = {k: v for k, v in self.options.items() if k.lower() != SCHEMA_OPTION.lower()}
+        return _MigrationReader(parse_read_options(read), self._arrow_schema())
+
+
+class _MigrationReader(DataSourceReader):
+    def __init__(self, options: ReadOptions, schema: pa.Schema) -> None:
+        self.options, self.arrow_schema = options, schema
+
+    def partitions(self) -> list[InputPartition]:
+        return list(plan_scan(self.options).splits)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, KafkaLogSplit):
+            return  # Spark's placeholder partition when nothing is planned
+        for batch in read_split(partition, self.options):
+            yield transform(batch, self.arrow_schema)
+
+
 def _dataframe(spark: "SparkSession", plan: TablePlan, read_options: dict[str, str]):
-    from pyspark.sql.pandas.types import from_arrow_schema
-
-    schema = plan.schema
-
-    def convert(batches):
-        for batch in batches:
-            yield transform(batch, schema)
-
-    df = spark.read.format("kafkalog").options(**read_options).load()
-    return df.mapInArrow(convert, from_arrow_schema(schema))
+    spark.dataSource.register(MigrationRows)
+    encoded = base64.b64encode(plan.schema.serialize().to_pybytes()).decode()
+    return (spark.read.format(MigrationRows.name()).options(**read_options)
+            .option(SCHEMA_OPTION, encoded).load())
 
 
 def write_spark(spark: "SparkSession", plan: TablePlan, read_options: dict[str, str],
