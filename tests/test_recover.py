@@ -338,3 +338,29 @@ def test_real_dirs_recover_and_damage(shared_fixtures: Path, tmp_path: Path, nam
     assert after == [r for r in before if r["offset"] < int(t.offset[-1])]
     cut = [e for e in quarantined(work) if e["kind"] == "range"]
     assert cut[-1]["data"] == bytes(data[pos:]) and done.changed
+
+
+def test_leader_epochs_rebuilt_from_batch_headers(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    kl.write_log(records(300), log_dir, segment_bytes=8 * 1024, leader_epoch=2, max_batch_records=20)
+    kl.write_log(records(300, seed=2), log_dir, segment_bytes=8 * 1024, leader_epoch=5,
+                 max_batch_records=20)
+    epochs = log_dir / "orders-0" / N.LEADER_EPOCH_CHECKPOINT
+    good = epochs.read_text()
+    assert C.parse_leader_epoch_checkpoint(good) == [C.EpochEntry(2, 0), C.EpochEntry(5, 300)]
+    epochs.write_text(C.format_leader_epoch_checkpoint([C.EpochEntry(2, 0), C.EpochEntry(7, 900)]))
+    assert "beyond the log end" in [p for p in verify(log_dir).errors() if p.check == "checkpoint"][0].message
+    recover(log_dir, execute_plan=True)
+    assert epochs.read_text() == good and verify(log_dir).ok
+    epochs.unlink()
+    recover(log_dir, execute_plan=True)
+    assert epochs.read_text() == good
+    # cut inside the epoch-5 part: its entry stays; cut before it: the entry goes
+    seg = [p for p in segments(log_dir) if int(p.name[:20]) >= 300][0]
+    seg.write_bytes(seg.read_bytes()[:-7])
+    recover(log_dir, execute_plan=True)
+    assert C.parse_leader_epoch_checkpoint(epochs.read_text())[-1].epoch == 5
+    seg.write_bytes(b"\x00" * 3)  # nothing valid left from offset 300 on
+    recover(log_dir, execute_plan=True)
+    assert C.parse_leader_epoch_checkpoint(epochs.read_text()) == [C.EpochEntry(2, 0)]
+    assert verify(log_dir).ok

@@ -12,12 +12,11 @@ import kafkalog_spark as kl
 from kafkalog_spark.cli import cli
 from kafkalog_spark.codec.scan import scan_entries
 from kafkalog_spark.log.verify import verify
-from kafkalog_spark.recovery.verify_job import problems_dataframe, verify_spark
+from kafkalog_spark.recovery.verify_job import balance, problems_dataframe, verify_spark
 
 from test_read_write import records
 from test_verify import REAL_LOG_DIRS
 
-pytestmark = pytest.mark.spark
 
 
 @pytest.fixture()
@@ -32,6 +31,7 @@ def damaged(tmp_path: Path) -> Path:
     return tmp_path / "logs"
 
 
+@pytest.mark.spark
 def test_spark_report_equals_local(spark, damaged: Path) -> None:
     local = verify(damaged, deep=True)
     distributed = verify_spark(spark, damaged, deep=True, tasks=3)
@@ -42,6 +42,7 @@ def test_spark_report_equals_local(spark, damaged: Path) -> None:
     assert {(r.check, r.position) for r in errors} == {(p.check, p.position) for p in local.errors()}
 
 
+@pytest.mark.spark
 def test_spark_on_real_dirs(spark, shared_fixtures: Path, tmp_path: Path) -> None:
     dirs = []
     for i, name in enumerate(REAL_LOG_DIRS[:3]):
@@ -53,6 +54,7 @@ def test_spark_on_real_dirs(spark, shared_fixtures: Path, tmp_path: Path) -> Non
         f"__consumer_offsets-{n}" for n in range(50)}
 
 
+@pytest.mark.spark
 def test_cli_spark_flag_and_threshold(spark, damaged: Path) -> None:
     runner = CliRunner()
     by_flag = runner.invoke(cli, ["verify", "--spark", str(damaged)])
@@ -63,6 +65,7 @@ def test_cli_spark_flag_and_threshold(spark, damaged: Path) -> None:
     assert runner.invoke(cli, ["verify", "--spark", "--local", str(damaged)]).exit_code == 2
 
 
+@pytest.mark.spark
 def test_spark_submit_entry_point(spark, damaged: Path, capsys) -> None:
     import importlib.util
 
@@ -74,3 +77,13 @@ def test_spark_submit_entry_point(spark, damaged: Path, capsys) -> None:
     assert not verify(damaged).ok
     assert job.main([str(damaged), "--execute"]) == 0
     assert verify(damaged).ok and "FAILED" in capsys.readouterr().out
+
+
+def test_balance_spreads_bytes_evenly() -> None:
+    sizes = [100, 90, 50, 40, 30, 5, 5]
+    bins = balance(sizes, 2, size=lambda u: u)
+    assert sorted(u for b in bins for u in b) == sorted(sizes)
+    loads = sorted(sum(b) for b in bins)
+    assert loads == [150, 170]  # greedy, largest first into the lightest bin
+    assert balance([1, 2], 8, size=lambda u: u) == [[2], [1]]
+    assert balance([], 4) == []

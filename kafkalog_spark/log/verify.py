@@ -12,8 +12,9 @@ Checks, per segment (the unit of parallel work, :func:`verify_segment`):
   where Kafka's rules say it must, preallocated zero tails, the time index's last entry versus
   the segment's largest timestamp, ``.txnindex`` sanity.
 
-Per partition (:func:`check_segment_sequence`, :func:`verify_producer_state`): offsets increase
-across segments; the ``.txnindex`` of every segment equals what the ABORT markers in the log
+Per partition (:func:`check_segment_sequence`, :func:`check_leader_epochs`,
+:func:`verify_producer_state`): offsets increase across segments; ``leader-epoch-checkpoint``
+parses and no epoch starts beyond the log end; the ``.txnindex`` of every segment equals what the ABORT markers in the log
 produce (§6.5); every producer snapshot's CRC, and its contents against a replay of the batch
 headers (§10); leftovers of interrupted operations and orphaned indexes.
 
@@ -154,6 +155,8 @@ def assemble_report(found, paths, checks: list[list[SegmentCheck]],
                 report.records = (report.records or 0) + (c.records or 0)
             report.problems.extend(c.problems)
         report.problems.extend(check_segment_sequence(part.segments, seg_checks))
+        if part.segments:
+            report.problems.extend(check_leader_epochs(part, partition_bounds(part, seg_checks)[1]))
         report.problems.extend(state)
         if part.topic is not None and part.partition is not None and part.kind is None:
             ends.setdefault(str(part.path.parent), {})[(part.topic, part.partition)] = \
@@ -262,6 +265,21 @@ def _partition_file_problems(part: PartitionDir) -> list[Problem]:
         problems.append(Problem(WARNING, "files", "index file without its .log "
                                 "(a broker deletes it at load)", str(path)))
     return problems
+
+
+def check_leader_epochs(part: PartitionDir, log_end: int) -> list[Problem]:
+    """``leader-epoch-checkpoint`` parses, and no epoch starts beyond the log end offset (a
+    broker truncates such entries at load; they mean the file is stale or the log was cut)."""
+    path = part.path / N.LEADER_EPOCH_CHECKPOINT
+    if not path.exists():
+        return []
+    try:
+        entries = read_checkpoint_file(path, C.parse_leader_epoch_checkpoint)
+    except KafkaLogError as exc:
+        return [_from_error(exc, "checkpoint")]
+    return [Problem(ERROR, "checkpoint", f"leader epoch {e.epoch} starts at offset "
+                    f"{e.start_offset}, beyond the log end offset {log_end}", str(path), None,
+                    e.start_offset) for e in entries if e.start_offset > log_end]
 
 
 def check_segment_sequence(segments: Sequence[Segment], checks: Sequence[SegmentCheck]) -> list[Problem]:
