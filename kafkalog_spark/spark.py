@@ -9,6 +9,7 @@ to :func:`register` instead.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from typing import TYPE_CHECKING, Any
@@ -45,17 +46,20 @@ def session(master: str | None = None, *, app_name: str = "kafkalog", driver_mem
     Returns
     -------
     pyspark.sql.SparkSession
-        With the ``kafkalog`` data source registered.
+        Where ``format("kafkalog")`` resolves: PySpark discovers the installed
+        ``pyspark_kafkalog`` package by itself; otherwise the source is registered here. An
+        already active session is returned as it is (call :func:`register` on it if this
+        package is not installed where its Python workers run).
     """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
-        register(active)
         return active
     # the Python workers must run this interpreter, with this package importable
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: stay on loopback
     builder = SparkSession.builder.master(
         master or os.environ.get("KAFKALOG_SPARK_MASTER", "local[*]")).appName(app_name)
     builder = builder.config("spark.driver.memory", driver_memory)
@@ -63,7 +67,8 @@ def session(master: str | None = None, *, app_name: str = "kafkalog", driver_mem
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
-    register(spark)
+    if importlib.util.find_spec("pyspark_kafkalog") is None:
+        register(spark)  # else PySpark registers it by itself (pyspark_* package discovery)
     return spark
 
 
