@@ -259,7 +259,10 @@ def _crash_run(log_dir: Path, crash_at: int) -> None:
         recover(log_dir, execute_plan=True, step=step)
 
 
-def test_killed_at_every_step_then_completed(log_dir: Path, tmp_path: Path) -> None:
+def test_killed_at_every_step_then_completed(tmp_path: Path) -> None:
+    log_dir = tmp_path / "logs"
+    kl.write_log(records(500), log_dir, segment_bytes=16 * 1024, max_batch_records=40)
+    assert len(segments(log_dir)) >= 3
     damage(segments(log_dir)[1], "payload-bit")
     pdir = log_dir / "orders-0"
     (pdir / "00000000000000099999.index").write_bytes(bytes(16))
