@@ -22,7 +22,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture()
 def logs(tmp_path: Path) -> Path:
-    kl.write_log(records(300), tmp_path / "logs", segment_bytes=8 * 1024, max_batch_records=25)
+    kl.write_log(records(300), tmp_path / "logs", max_batch_records=25)
     return tmp_path / "logs"
 
 
@@ -32,7 +32,7 @@ def test_no_delta_jars_here_so_delta_rs_commits(spark):
 
 def test_spark_engine_equals_read_log_and_continues_incrementally(spark, logs, tmp_path):
     dest = tmp_path / "delta"
-    m = migrate(logs, dest, spark=spark, partition_by=["partition", "date"])
+    m = migrate(logs, dest, spark=spark, partition_by=["partition"])
     assert (m["engine"], m["writer"], m["records"], m["commits"]) == ("spark", "delta-rs", 300, 1)
     assert delta_rows(dest / "orders") == log_rows(logs)
     assert parquet_on_disk(dest / "orders") == table_files(dest / "orders")
@@ -40,8 +40,8 @@ def test_spark_engine_equals_read_log_and_continues_incrementally(spark, logs, t
     some = next((dest / "orders").rglob("*.parquet"))
     arrow = pq.read_schema(some)
     assert arrow.field("timestamp").type == pa.timestamp("us", tz="UTC")
-    assert "date" not in arrow.names and "partition" not in arrow.names
-    assert migrate(logs, dest, spark=spark, partition_by=["partition", "date"])["commits"] == 0
+    assert "partition" not in arrow.names
+    assert migrate(logs, dest, spark=spark, partition_by=["partition"])["commits"] == 0
     kl.write_log(records(40, start=300), logs)
 
     def die(name, path):
@@ -49,9 +49,9 @@ def test_spark_engine_equals_read_log_and_continues_incrementally(spark, logs, t
             raise RuntimeError("killed")
 
     with pytest.raises(RuntimeError):
-        migrate(logs, dest, spark=spark, partition_by=["partition", "date"], step=die)
+        migrate(logs, dest, spark=spark, partition_by=["partition"], step=die)
     assert len(delta_rows(dest / "orders")) == 300
-    again = migrate(logs, dest, spark=spark, partition_by=["partition", "date"])
+    again = migrate(logs, dest, spark=spark, partition_by=["partition"])
     assert again["records"] == 40 and again["cleaned"]
     assert delta_rows(dest / "orders") == log_rows(logs)
     assert parquet_on_disk(dest / "orders") == table_files(dest / "orders")
@@ -59,13 +59,20 @@ def test_spark_engine_equals_read_log_and_continues_incrementally(spark, logs, t
 
 def test_spark_and_local_engines_write_the_same_rows(spark, shared_fixtures, tmp_path):
     src = shared_fixtures / REAL_LOG_DIRS[1]
-    migrate(src, tmp_path / "spark", spark=spark, layout="single")
-    migrate(src, tmp_path / "local", layout="single")
+    parts = ["topic", "date"]
+    migrate(src, tmp_path / "spark", spark=spark, layout="single", partition_by=parts)
+    migrate(src, tmp_path / "local", layout="single", partition_by=parts)
     a = DeltaTable(str(tmp_path / "spark")).to_pyarrow_table()
     b = DeltaTable(str(tmp_path / "local")).to_pyarrow_table()
     key = lambda r: (r["topic"], r["partition"], r["offset"])  # noqa: E731
     assert sorted(a.to_pylist(), key=key) == sorted(b.select(a.schema.names).to_pylist(), key=key)
     assert delta_rows(tmp_path / "spark") == log_rows(src)
+    spark_parts = DeltaTable(str(tmp_path / "spark")).get_add_actions(flatten=True)
+    local_parts = DeltaTable(str(tmp_path / "local")).get_add_actions(flatten=True)
+    assert ({(t, str(d)) for t, d in zip(spark_parts["partition.topic"].to_pylist(),
+                                         spark_parts["partition.date"].to_pylist())}
+            == {(t, str(d)) for t, d in zip(local_parts["partition.topic"].to_pylist(),
+                                            local_parts["partition.date"].to_pylist())})
 
 
 def test_migrated_table_reads_back_in_spark_as_parquet(spark, logs, tmp_path):
