@@ -411,3 +411,10 @@ def test_cli_reports_data_loss_with_exit_code_2(logs, tmp_path, capsys):
     assert main(["migrate", str(logs), str(dest), "--topic", "orders",
                  "--no-fail-on-data-loss"]) == 0
     assert "DATA LOSS orders-2" in capsys.readouterr().out
+
+
+def test_docs_option_table_is_current():
+    from kafkalog_spark.delta import options_doc
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "delta.md").read_text()
+    assert options_doc() in doc
