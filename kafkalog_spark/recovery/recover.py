@@ -67,7 +67,6 @@ class PartitionOutcome:
     first_base: int = 0
     log_end: int = 0
     cut: dict | None = None  # {"file", "position", "base_offset", "reason"}
-    topic_partition: tuple[str, int] | None = None
 
 
 @dataclass
@@ -206,9 +205,13 @@ def _read_offsets(path: Path) -> dict[tuple[str, int], int]:
 
 
 def first_invalid_entry(buf: np.ndarray, base_offset: int, prev_last: int | None):
-    """Where recovery must cut one segment: ``(position, reason, base offset of the entry)`` of
-    the first entry failing ``ensureValid`` (structure, CRC), offset order or the segment's
-    offset range; ``None`` when all of it is valid. Also returns the scan table."""
+    """Where recovery must cut one segment.
+
+    Returns ``(found, table, k)``: ``found`` is ``(position, reason, base offset of the entry)``
+    of the first entry failing ``ensureValid`` (structure, CRC), offset order (against
+    ``prev_last``, the previous segment's last offset) or the segment's offset range, ``None``
+    when all of it is valid; ``table`` the scan of ``buf``; ``k`` the number of valid entries.
+    """
     table = scan_entries(buf)
     n = len(table)
     bad = ~verify_crcs(buf, table) if n else np.zeros(0, bool)
@@ -237,7 +240,7 @@ def first_invalid_entry(buf: np.ndarray, base_offset: int, prev_last: int | None
 def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0) -> PartitionOutcome:
     """Plan steps 2-6 of the module docstring for one partition (swap passes already applied or
     simulated in ``part``)."""
-    out = PartitionOutcome(part.name, str(part.path), topic_partition=None)
+    out = PartitionOutcome(part.name, str(part.path))
     for p in part.leftovers:
         if not p.name.endswith(f".{N.CHECKPOINT}.{N.DELETED}"):
             out.actions.append(Action(QUARANTINE_FILE, str(p), "leftover of an interrupted write"))
