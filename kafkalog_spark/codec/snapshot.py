@@ -25,11 +25,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..errors import (CorruptIndexError, CorruptRecordError, InvalidOptionError, Location,
-                      UnsupportedFormatError)
+from ..errors import (CorruptIndexError, CorruptRecordError, InvalidOptionError, KafkaLogError,
+                      Location, UnsupportedFormatError)
 from . import layout as L
 from ._bytes import load_i16, load_i32, read_varint, read_varlong
-from .scan import as_uint8, scan_entries
+from .scan import EntryTable, as_uint8, scan_entries
 
 SNAPSHOT_VERSION = 1
 SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, count
@@ -247,6 +247,19 @@ class ProducerStateTracker:
                 state.current_txn_first_offset = base
                 self.ongoing[pid] = base
         return aborted
+
+    def apply_entries(self, data, table: EntryTable, lo: int, hi: int, *,
+                      file: str | None = None) -> list[CompletedTxn]:
+        """:meth:`apply` to entries ``lo..hi-1`` of ``table`` (scanned from ``data``); errors
+        carry positions in ``data``."""
+        if hi <= lo:
+            return []
+        start = int(table.position[lo])
+        stop = int(table.position[hi]) if hi < len(table) else table.stop_position
+        try:
+            return self.apply(data[start:stop], file=file)
+        except KafkaLogError as exc:
+            raise exc.at(file, start) from exc
 
     def snapshot(self, *, order: str = "producer_id") -> ProducerSnapshot:
         """The snapshot Kafka would write for this state.

@@ -34,7 +34,7 @@ from ..log.atomic import read_checkpoint_file, write_checkpoint_file
 from ..log.discovery import discover
 from ..log.lock import ensure_not_locked, hold_lock
 from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
-from ..log.topic_config import TopicConfig, effective_config, metadata_topic_configs
+from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
 from ..retention.state import partition_state, read_offsets
 from .plan import CleaningPlan, plan_partition
@@ -73,21 +73,12 @@ def plan_log_dir(log_dir, *, now_ms: int, options: Mapping[str, Any] | None,
                  config_file: str | os.PathLike[str] | None, topics: Sequence[str] | None,
                  force: bool, skipped: list[str]) -> list[CleaningPlan]:
     """Cleaning plans of the compacted partitions of one discovered log dir."""
-    metadata = metadata_topic_configs(log_dir.path)
     cleaner = read_offsets(log_dir.path, N.CLEANER_OFFSET_CHECKPOINT)
     log_start = read_offsets(log_dir.path, N.LOG_START_OFFSET_CHECKPOINT)
     replication = read_offsets(log_dir.path, N.REPLICATION_OFFSET_CHECKPOINT)
-    configs: dict[str, TopicConfig] = {}
     plans = []
-    for part in log_dir.partitions:
-        if part.topic is None or part.partition is None or not part.segments:
-            continue
-        if topics is not None and part.topic not in topics:
-            continue
-        if part.topic not in configs:
-            configs[part.topic] = effective_config(part.topic, options=options,
-                                                   config_file=config_file, metadata=metadata)
-        config = configs[part.topic]
+    for part, config in configured_partitions(log_dir, options=options, config_file=config_file,
+                                              topics=topics):
         if not config.compact:
             continue
         state = partition_state(part, log_dir.path, log_start=log_start, replication=replication)

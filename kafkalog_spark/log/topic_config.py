@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -244,3 +244,21 @@ def effective_config(topic: str, *, options: Mapping[str, Any] | None = None,
             sources[name] = source
     return TopicConfig(topic=topic, sources=sources,
                        **{name.replace(".", "_"): v for name, v in values.items()})
+
+
+def configured_partitions(log_dir: Any, *, options: Mapping[str, Any] | None = None,
+                          config_file: str | os.PathLike[str] | None = None,
+                          topics: Sequence[str] | None = None) -> Iterator[tuple[Any, TopicConfig]]:
+    """Each live partition of a discovered log dir that has segments (and is in ``topics``,
+    when given), with its topic's effective config; the metadata log is read once."""
+    metadata = metadata_topic_configs(log_dir.path)
+    configs: dict[str, TopicConfig] = {}
+    for part in log_dir.partitions:
+        if part.topic is None or part.partition is None or not part.segments:
+            continue
+        if topics is not None and part.topic not in topics:
+            continue
+        if part.topic not in configs:
+            configs[part.topic] = effective_config(part.topic, options=options,
+                                                   config_file=config_file, metadata=metadata)
+        yield part, configs[part.topic]

@@ -453,11 +453,11 @@ def verify_producer_state(part: PartitionDir, checks: Sequence[SegmentCheck], *,
                 while pending and pending[0] <= end:
                     snap_offset = pending.pop(0)
                     k = int(np.searchsorted(table.last_offset, snap_offset, side="left"))
-                    aborted += _apply(tracker, data, table, cut, k, str(seg.log))
+                    aborted += tracker.apply_entries(data, table, cut, k, file=str(seg.log))
                     cut = k
                     path, snap = valid[snap_offset]
                     problems.extend(compare_snapshot(snap, tracker, first_base, str(path)))
-                aborted += _apply(tracker, data, table, cut, len(table), str(seg.log))
+                aborted += tracker.apply_entries(data, table, cut, len(table), file=str(seg.log))
         except KafkaLogError as exc:
             problems.append(_from_error(exc, "txnindex"))
             return problems
@@ -466,18 +466,6 @@ def verify_producer_state(part: PartitionDir, checks: Sequence[SegmentCheck], *,
         if c.valid_bytes < c.bytes:
             break  # the state after a damaged segment means nothing
     return problems
-
-
-def _apply(tracker: ProducerStateTracker, data: np.ndarray, table: EntryTable, lo: int, hi: int,
-           file: str) -> list:
-    if hi <= lo:
-        return []
-    start = int(table.position[lo])
-    stop = int(table.position[hi]) if hi < len(table) else table.stop_position
-    try:
-        return tracker.apply(data[start:stop], file=file)
-    except KafkaLogError as exc:
-        raise exc.at(file, start) from exc
 
 
 def _read_snapshots(part: PartitionDir, problems: list[Problem]) -> list[tuple[int, object, ProducerSnapshot | None]]:

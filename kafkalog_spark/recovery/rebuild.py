@@ -183,31 +183,19 @@ def replay_partition(segments: Sequence[Segment], ends: Sequence[int],
                 offset = marks.pop(0)
                 k = int(np.searchsorted(table.last_offset, offset, side="left"))
                 try:
-                    aborted += _apply(tracker, data, table, lo, k, str(seg.log))
+                    aborted += tracker.apply_entries(data, table, lo, k, file=str(seg.log))
                 except KafkaLogError as exc:
                     out.error, out.error_segment = exc, i
                     return out
                 lo = k
                 mark(offset)
             try:
-                aborted += _apply(tracker, data, table, lo, len(table), str(seg.log))
+                aborted += tracker.apply_entries(data, table, lo, len(table), file=str(seg.log))
             except KafkaLogError as exc:
                 out.error, out.error_segment = exc, i
                 return out
         out.aborted.append(aborted)
     return out
-
-
-def _apply(tracker: ProducerStateTracker, data: np.ndarray, table, lo: int, hi: int,
-           file: str) -> list[CompletedTxn]:
-    if hi <= lo:
-        return []
-    start = int(table.position[lo])
-    stop = int(table.position[hi]) if hi < len(table) else table.stop_position
-    try:
-        return tracker.apply(data[start:stop], file=file)
-    except KafkaLogError as exc:
-        raise exc.at(file, start) from exc
 
 
 # --- kafkalog rebuild-index ----------------------------------------------------------------------

@@ -38,7 +38,7 @@ from ..log import naming as N
 from ..log.atomic import fsync_dir, read_checkpoint_file, write_checkpoint_file
 from ..log.discovery import discover
 from ..log.lock import ensure_not_locked, hold_lock
-from ..log.topic_config import TopicConfig, effective_config, metadata_topic_configs
+from ..log.topic_config import TopicConfig, configured_partitions
 from .state import PartitionState, SegmentState, partition_state, read_offsets
 
 Step = Callable[[str], None]
@@ -149,19 +149,10 @@ def plan_retention(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike
                                  + ", ".join(str(p.path) for p in found.partitions))
     plans = []
     for log_dir in found.log_dirs:
-        metadata = metadata_topic_configs(log_dir.path)
         log_start = read_offsets(log_dir.path, N.LOG_START_OFFSET_CHECKPOINT)
         replication = read_offsets(log_dir.path, N.REPLICATION_OFFSET_CHECKPOINT)
-        configs: dict[str, TopicConfig] = {}
-        for part in log_dir.partitions:
-            if part.topic is None or part.partition is None or not part.segments:
-                continue
-            if topics is not None and part.topic not in topics:
-                continue
-            if part.topic not in configs:
-                configs[part.topic] = effective_config(part.topic, options=options,
-                                                       config_file=config_file, metadata=metadata)
-            config = configs[part.topic]
+        for part, config in configured_partitions(log_dir, options=options,
+                                                  config_file=config_file, topics=topics):
             state = partition_state(part, log_dir.path, log_start=log_start,
                                     replication=replication,
                                     timestamps=config.delete and config.retention_ms >= 0)
