@@ -13,8 +13,9 @@ from __future__ import annotations
 import glob
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import InvalidOptionError
 
@@ -77,7 +78,32 @@ READ_OPTIONS: tuple[OptionSpec, ...] = (
                "most rows per Arrow record batch a task yields"),
     OptionSpec("verifyCrc", "true", "check every batch's CRC"),
 )
-_BY_KEY = {spec.name.lower(): spec for spec in READ_OPTIONS}
+
+
+def match_options(options: Mapping[str, Any], table: Sequence[OptionSpec],
+                  what: str) -> dict[str, str]:
+    """The options given, keyed by their documented names (Spark passes names in any case).
+
+    Raises
+    ------
+    InvalidOptionError
+        A name not in ``table``; the message lists the valid names.
+    """
+    by_key = {spec.name.lower(): spec for spec in table}
+    raw: dict[str, str] = {}
+    for key, value in options.items():
+        spec = by_key.get(str(key).lower())
+        if spec is None:
+            raise InvalidOptionError(f"unknown {what} {key!r}; valid options: "
+                                     f"{', '.join(s.name for s in table)}")
+        if value is not None:
+            raw[spec.name] = str(value)
+    return raw
+
+
+def with_defaults(raw: Mapping[str, str], table: Sequence[OptionSpec]) -> dict[str, str | None]:
+    """Every option of ``table``: the given value, else the documented default."""
+    return {spec.name: raw.get(spec.name, spec.default) for spec in table}
 
 
 @dataclass(frozen=True)
@@ -130,15 +156,8 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         An unknown option (the message lists the valid ones), a bad value (the message says
         what is accepted), no path, or options that contradict each other.
     """
-    raw: dict[str, str] = {}
-    for key, value in options.items():
-        spec = _BY_KEY.get(str(key).lower())
-        if spec is None:
-            valid = ", ".join(s.name for s in READ_OPTIONS)
-            raise InvalidOptionError(f"unknown option {key!r} for format kafkalog; valid options: "
-                                     f"{valid}")
-        raw[spec.name] = str(value)
-    get: Callable[[str], str | None] = lambda name: raw.get(name, _BY_KEY[name.lower()].default)
+    raw = match_options(options, READ_OPTIONS, "option for format kafkalog")
+    get = with_defaults(raw, READ_OPTIONS).get
     _only_one(raw, ("subscribe", "subscribePattern", "assign"))
     _only_one(raw, ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp"))
     _only_one(raw, ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"))

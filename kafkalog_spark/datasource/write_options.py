@@ -18,7 +18,7 @@ from ..codec import layout as L
 from ..codec.encode import DEFAULT_MAX_BATCH_BYTES
 from ..errors import InvalidOptionError
 from ..log.writer import WriteSettings, check_topic
-from .options import OptionSpec
+from .options import OptionSpec, match_options, with_defaults
 
 CODECS = tuple(L.CODEC_NAMES[i] for i in sorted(L.CODEC_NAMES))
 
@@ -43,7 +43,6 @@ WRITE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("topicId", None, "base64url topic id for new partition.metadata files (needs the "
                "topic option); default: the id the topic already has here, else a random one"),
 )
-_BY_KEY = {spec.name.lower(): spec for spec in WRITE_OPTIONS}
 _INT32_MAX = 2**31 - 1
 
 
@@ -76,17 +75,8 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         An unknown option (the message lists the valid names), a bad value (it says which
         values are valid) or a missing path.
     """
-    raw: dict[str, str] = {}
-    for key, value in options.items():
-        spec = _BY_KEY.get(str(key).lower())
-        if spec is None:
-            raise InvalidOptionError(
-                f"unknown write option {key!r}; valid: {', '.join(s.name for s in WRITE_OPTIONS)}")
-        if value is not None:
-            raw[spec.name] = str(value)
-
-    def get(name: str) -> str | None:
-        return raw.get(name, _BY_KEY[name.lower()].default)
+    raw = match_options(options, WRITE_OPTIONS, "write option")
+    get = with_defaults(raw, WRITE_OPTIONS).get
 
     path = get("path")
     if not path:
