@@ -4,7 +4,6 @@ killed runs, data loss, schema evolution, internal topics, real broker dirs, the
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
