@@ -417,3 +417,29 @@ def test_docs_option_table_is_current():
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "delta.md").read_text()
     assert options_doc() in doc
+
+
+def test_independent_readers_duckdb_and_polars(logs, tmp_path):
+    """DuckDB's delta extension (delta-kernel) and polars read the table we committed, with
+    the same records and types as read_log."""
+    import duckdb
+    import duckdb_extension_delta
+    import polars as pl
+
+    dest = tmp_path / "delta"
+    migrate(logs, dest, partition_by=["partition", "date"])
+    # the extension ships as a Python package (DuckDB would otherwise download it at run time)
+    (extension,) = Path(duckdb_extension_delta.__file__).parent.glob(
+        "extensions/*/delta.duckdb_extension")
+    con = duckdb.connect()
+    con.execute(f"LOAD '{extension}'")
+    from_duckdb = con.execute(
+        f"SELECT * FROM delta_scan('{dest / 'orders'}')").arrow().read_all()
+    assert from_duckdb.schema.field("timestamp").type.unit == "us"
+    got = sorted(from_duckdb.select(COLUMNS).to_pylist(),
+                 key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    assert got == log_rows(logs, topics=["orders"])
+    from_polars = pl.read_delta(str(dest / "users")).to_arrow()
+    got = sorted(from_polars.select(COLUMNS).to_pylist(),
+                 key=lambda r: (r["topic"], r["partition"], r["offset"]))
+    assert got == log_rows(logs, topics=["users"])
