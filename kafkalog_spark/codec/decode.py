@@ -388,40 +388,40 @@ class _Decoder:
                       hi: int) -> dict[str, np.ndarray] | None:
         """Size pass, allocation, fill pass over every unit whose status is still 0."""
         n_units = len(units.kind)
-        cur = np.zeros(K.N_CURSORS, dtype=np.int64)
+        totals = np.zeros(K.N_CURSORS, dtype=np.int64)
         units.err_pos = np.zeros(n_units, dtype=np.int64)
         units.first_offset = units.base_offset.copy()
         n_rows = np.zeros(n_units, dtype=np.int64)
-        head = (self.buf, aux, units.kind, units.src, units.start, units.end, units.base_offset,
-                units.count, units.magic, units.ts_type, units.base_ts, units.max_ts,
-                units.base_seq, lo, hi, self.options.verify_crc, CRC32_TABLES, units.status,
-                units.err_pos, n_rows, units.first_offset, cur)
-        i32, u8 = np.zeros(1, np.int32), _EMPTY
-        K.size_units(*head, np.zeros(0, np.int64), np.zeros(0, np.int64), _EMPTY_I8,
-                       i32, i32, i32, u8, u8, i32, u8, u8, i32, u8, i32, u8, i32, u8, u8,
-                       self.options.include_headers)
-        rows, kd, vd, nh, hkd, hvd = (int(x) for x in cur)
+        with_headers = self.options.include_headers
+        K.size_units(self.buf, aux, units.kind, units.src, units.start, units.end,
+                     units.base_offset, units.count, units.magic, lo, hi,
+                     self.options.verify_crc, CRC32_TABLES, units.status, units.err_pos, n_rows,
+                     units.first_offset, totals, with_headers)
+        rows, kd, vd, nh, hkd, hvd = (int(x) for x in totals)
         if rows == 0:
             return None
+        # the header arrays are only read with include_headers; else one-element placeholders
+        hr = rows if with_headers else 0
         c: dict[str, np.ndarray] = {
             "offset": np.empty(rows, np.int64), "ts": np.empty(rows, np.int64),
             "ts_type": np.empty(rows, np.int8), "seq": np.empty(rows, np.int32),
             "unit": np.empty(rows, np.int32),
-            "key_off": np.zeros(rows + 1, np.int32), "key_data": np.empty(kd, np.uint8),
+            "key_off": _offsets(rows), "key_data": np.empty(kd, np.uint8),
             "key_valid": np.empty(rows, np.uint8),
-            "val_off": np.zeros(rows + 1, np.int32), "val_data": np.empty(vd, np.uint8),
+            "val_off": _offsets(rows), "val_data": np.empty(vd, np.uint8),
             "val_valid": np.empty(rows, np.uint8),
-            "hdr_off": np.zeros(rows + 1, np.int32), "hdr_valid": np.empty(rows, np.uint8),
-            "hkey_off": np.zeros(nh + 1, np.int32), "hkey_data": np.empty(hkd, np.uint8),
-            "hval_off": np.zeros(nh + 1, np.int32), "hval_data": np.empty(hvd, np.uint8),
+            "hdr_off": _offsets(hr), "hdr_valid": np.empty(hr, np.uint8),
+            "hkey_off": _offsets(nh), "hkey_data": np.empty(hkd, np.uint8),
+            "hval_off": _offsets(nh), "hval_data": np.empty(hvd, np.uint8),
             "hval_valid": np.empty(nh, np.uint8),
         }
-        cur[:] = 0
-        K.fill_units(*head, c["offset"], c["ts"], c["ts_type"], c["seq"], c["unit"],
-                       c["key_off"], c["key_data"], c["key_valid"], c["val_off"], c["val_data"],
-                       c["val_valid"], c["hdr_off"], c["hdr_valid"], c["hkey_off"],
-                       c["hkey_data"], c["hval_off"], c["hval_data"], c["hval_valid"],
-                       self.options.include_headers)
+        K.fill_units(self.buf, aux, units.kind, units.src, units.start, units.end,
+                     units.base_offset, units.count, units.magic, units.ts_type, units.base_ts,
+                     units.max_ts, units.base_seq, lo, hi, units.status, units.first_offset,
+                     c["offset"], c["ts"], c["ts_type"], c["seq"], c["unit"], c["key_off"],
+                     c["key_data"], c["key_valid"], c["val_off"], c["val_data"], c["val_valid"],
+                     c["hdr_off"], c["hdr_valid"], c["hkey_off"], c["hkey_data"], c["hval_off"],
+                     c["hval_data"], c["hval_valid"], with_headers)
         c["nh"] = np.array(nh)
         return c
 
@@ -482,7 +482,13 @@ class _Decoder:
 
 
 _EMPTY = np.zeros(0, dtype=np.uint8)
-_EMPTY_I8 = np.zeros(0, dtype=np.int8)
+
+
+def _offsets(n: int) -> np.ndarray:
+    """Offsets buffer of ``n`` items: ``n + 1`` int32 whose leading 0 the kernel never writes."""
+    off = np.empty(n + 1, np.int32)
+    off[0] = 0
+    return off
 
 
 def _bitmap(valid: np.ndarray, n: int) -> pa.Buffer | None:
