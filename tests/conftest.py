@@ -15,7 +15,7 @@ def shared_fixtures() -> Path:
     """The real-broker fixture folder; tests using it skip (saying why) only when it is absent."""
     if not SHARED_FIXTURES.is_dir():
         pytest.skip(f"real broker fixtures not found at {SHARED_FIXTURES} (../shared is absent)")
-    return SHARED_FIXTURES
+    return SHARED_FIXTURES.resolve()
 
 
 @pytest.fixture(scope="session")
