@@ -495,3 +495,18 @@ def test_large_batches_split_across_output_batches():
     assert [b.num_rows for b in out] == [3000, 2000, 3000, 2000]
     table = pa.Table.from_batches(out)
     assert table.column("offset").to_pylist() == list(range(10000))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(recs=records_v2, legacy=st.lists(st.tuples(blobs, blobs), min_size=1, max_size=10),
+       codec=st.sampled_from([0, 1]), lo=st.integers(0, 45), width=st.integers(0, 45))
+def test_offset_window_inside_batches_matches_reference(recs, legacy, codec, lo, width):
+    # the fill pass skips out-of-window records without reading their fields: the rows it keeps
+    # (headers included) must still be exactly the reference's, with and without headers
+    data = (_kp_v2(recs, codec) + _kp_legacy(legacy, 1, codec, base_offset=len(recs))
+            + _kp_v2(recs, codec, base_offset=len(recs) + len(legacy)))
+    hi = lo + width
+    expected = [r for r in _reference(data) if lo <= r[0] <= hi]
+    assert _ours(data, min_offset=lo, max_offset=hi) == expected
+    plain = rows(data, DecodeOptions(), min_offset=lo, max_offset=hi)
+    assert [(x["offset"], x["key"], x["value"]) for x in plain] == [e[:3] for e in expected]

@@ -244,8 +244,10 @@ class _Decoder:
 
     def _select(self, entries: EntryTable, lo: int, hi: int) -> np.ndarray:
         """Entries that can hold records in ``[lo, hi]``. A legacy wrapper's first offset is
-        unknown before decompressing, so only its last offset prunes."""
-        keep = entries.last_offset >= lo
+        unknown before decompressing, so only its last offset prunes; a wrapper offset of 0
+        (as producers write it) bounds nothing: the inner offsets are then the absolute ones."""
+        unknown = (entries.magic < 2) & (entries.codec != 0) & (entries.offset == 0)
+        keep = (entries.last_offset >= lo) | unknown
         first_known = (entries.magic == 2) | (entries.codec == 0)
         keep &= ~first_known | (entries.offset <= hi)
         if not self.options.include_control:
