@@ -592,11 +592,14 @@ def check_offset_index(index: OffsetIndex, table: EntryTable, file: str,
         return
     starts = table.position
     at = np.searchsorted(starts, positions)
-    found = (at < len(starts)) & (starts[np.minimum(at, len(starts) - 1)] == positions)
+    # an empty (or wholly corrupt) log has no entry to point at; it must not be indexed at -1
+    found = (at < len(starts)) & (starts[np.minimum(at, len(starts) - 1)] == positions) \
+        if len(starts) else np.zeros(len(offsets), bool)
     # the first entry at/after `at` whose last offset reaches O must end exactly at O
     last = table.last_offset
     reach = np.searchsorted(last, offsets)  # last offsets increase in a healthy log
-    ends_ok = (reach < len(last)) & (last[np.minimum(reach, len(last) - 1)] == offsets) & (reach >= at)
+    ends_ok = (reach < len(last)) & (last[np.minimum(reach, len(last) - 1)] == offsets) \
+        & (reach >= at) if len(last) else np.zeros(len(offsets), bool)
     increasing = np.ones(len(offsets), bool)
     increasing[1:] = (np.diff(offsets) > 0) & (np.diff(positions) > 0)
     for i in np.flatnonzero(~(found & ends_ok & increasing)).tolist():
