@@ -30,3 +30,42 @@ def test_verify_index_entries_over_an_empty_log(tmp_path: Path) -> None:
     assert not report.ok
     assert any(p.check == "index" and "not the start of an entry" in p.message
                for p in report.errors()), report.errors()
+
+
+def negative_last_offset_delta(part: Path, k: int = 2) -> tuple[int, int]:
+    """Batch ``k`` of the first segment given lastOffsetDelta -1 (its last offset before its base
+    offset) with a valid CRC-32C; returns (position, base offset) of that batch."""
+    import struct
+
+    import crc32c
+
+    from kafkalog_spark.codec.scan import scan_entries
+
+    log = sorted(part.glob("*.log"))[0]
+    data = bytearray(log.read_bytes())
+    t = scan_entries(bytes(data))
+    pos, end = int(t.position[k]), int(t.position[k] + t.entry_size[k])
+    struct.pack_into(">i", data, pos + 23, -1)
+    struct.pack_into(">I", data, pos + 17, crc32c.crc32c(bytes(data[pos + 21:end])))
+    log.write_bytes(bytes(data))
+    return pos, int(t.offset[k])
+
+
+def test_verify_flags_a_batch_whose_last_offset_precedes_its_base(tmp_path: Path) -> None:
+    # fuzz seed 5 case 54299: lastOffsetDelta -1 under a valid CRC passed the offset-order
+    # check (only first offset vs the previous last offset was compared)
+    part = small_log_dir(tmp_path / "logs")
+    pos, base = negative_last_offset_delta(part)
+    problems = [p for p in verify(tmp_path / "logs").errors() if p.check == "offsets"]
+    assert [(p.position, p.base_offset) for p in problems] == [(pos, base)], problems
+
+
+def test_recover_cuts_at_a_batch_whose_last_offset_precedes_its_base(tmp_path: Path) -> None:
+    from kafkalog_spark.recovery.recover import recover
+
+    part = small_log_dir(tmp_path / "logs")
+    pos, _ = negative_last_offset_delta(part)
+    report = recover(tmp_path / "logs", execute_plan=True, quarantine_dir=tmp_path / "q")
+    cuts = [a for a in report.actions if a.kind == "cut-tail"]
+    assert [a.start for a in cuts] == [pos]
+    assert verify(tmp_path / "logs", deep=True).errors() == []

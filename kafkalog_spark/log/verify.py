@@ -383,6 +383,11 @@ def _check_offsets(table: EntryTable, seg: Segment, problems: list[Problem]) -> 
         problems.append(Problem(ERROR, "offsets", f"offset {int(first[i])} does not follow the "
                                 f"previous entry's last offset {int(previous[i])}", file,
                                 int(table.position[i]), int(table.offset[i])))
+    # a v2 lastOffsetDelta < 0: the batch's own offsets run backwards
+    for i in np.flatnonzero(last < first).tolist():
+        problems.append(Problem(ERROR, "offsets", f"last offset {int(last[i])} is before the base "
+                                f"offset {int(first[i])}", file, int(table.position[i]),
+                                int(table.offset[i])))
     rel = last - seg.base_offset
     outside = (first < seg.base_offset) | (rel > L.INT32_MAX)
     for i in np.flatnonzero(outside).tolist():

@@ -221,12 +221,14 @@ def first_invalid_entry(buf: np.ndarray, base_offset: int, prev_last: int | None
     if n:
         previous[0] = np.iinfo(np.int64).min if prev_last is None else prev_last
         previous[1:] = last[:-1]
-    order = first <= previous
+    order = (first <= previous) | (last < first)  # last < first: a negative lastOffsetDelta
     outside = (first < base_offset) | (last - base_offset > L.INT32_MAX) | (last < 0)
     hits = np.flatnonzero(bad | order | outside)
     if len(hits):
         k = int(hits[0])
         reason = ("checksum mismatch" if bad[k] else
+                  f"last offset {int(last[k])} is before the base offset {int(first[k])}"
+                  if last[k] < first[k] else
                   f"offset {int(first[k])} does not follow {int(previous[k])}" if order[k] else
                   f"offsets {int(first[k])}..{int(last[k])} outside the segment's range")
         return (int(table.position[k]), reason, int(table.offset[k])), table, k
