@@ -93,6 +93,40 @@ def extreme_field(rng: random.Random, data: bytes) -> bytes:
     return bytes(b)
 
 
+def _zigzag_varint(value: int) -> bytes:
+    z = (value << 1) ^ (value >> 63)
+    z &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        byte = z & 0x7F
+        z >>= 7
+        if z:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def varint_extreme(rng: random.Random, data: bytes) -> bytes:
+    """A zig-zag varint (v2 record length, key/value/header lengths, deltas) overwritten with an
+    extreme: -1, -2, 0, INT32_MAX, INT32_MIN, INT64 min/max, or an unterminated run of 0xFF."""
+    if not data:
+        return data
+    entries = entry_bounds(data)
+    if entries and rng.random() < 0.8:
+        start, end = rng.choice(entries)
+        # v2 records start at 61 (record length varint there); elsewhere hit any varint
+        pos = start + 61 if rng.random() < 0.3 and end - start > 61 else rng.randrange(start, end)
+    else:
+        pos = rng.randrange(len(data))
+    if rng.random() < 0.15:
+        enc = b"\xff" * rng.choice((5, 10, 11))
+    else:
+        enc = _zigzag_varint(rng.choice((-1, -2, 0, INT32_MAX, INT32_MIN, 2**63 - 1, -(2**63),
+                                         len(data), len(data) - pos)))
+    return data[:pos] + enc + data[pos + len(enc):]
+
+
 def duplicate_entry(rng: random.Random, data: bytes) -> bytes:
     entries = entry_bounds(data)
     if not entries:
@@ -157,6 +191,7 @@ MUTATORS: dict[str, Mutator] = {
     "byte_set": byte_set,
     "truncate": truncate,
     "extreme_field": extreme_field,
+    "varint_extreme": varint_extreme,
     "duplicate_entry": duplicate_entry,
     "reorder_entries": reorder_entries,
     "drop_entry": drop_entry,
@@ -165,13 +200,37 @@ MUTATORS: dict[str, Mutator] = {
     "splice": splice,
 }
 # bit flips, extremes and truncations find most; the others mostly make valid-looking logs
-_WEIGHTS = {"bit_flip": 4, "byte_set": 2, "truncate": 2, "extreme_field": 4, "duplicate_entry": 1,
+_WEIGHTS = {"bit_flip": 4, "byte_set": 2, "truncate": 2, "extreme_field": 4, "varint_extreme": 3,
+            "duplicate_entry": 1,
             "reorder_entries": 1, "drop_entry": 1, "insert_garbage": 1, "zero_tail": 1, "splice": 1}
 
 
+def restamp_crcs(data: bytes) -> bytes:
+    """Every whole entry's checksum recomputed (CRC-32C for v2, CRC-32 for v0/v1), computed
+    here independently of the package, so damage gets past CRC checks into the parsers."""
+    import zlib
+
+    import crc32c
+
+    b = bytearray(data)
+    for start, end in entry_bounds(data):
+        if end - start < 22:
+            continue
+        magic = b[start + 16]
+        if magic == 2 and end - start >= 61:
+            struct.pack_into(">I", b, start + 17, crc32c.crc32c(bytes(b[start + 21:end])))
+        elif magic in (0, 1):
+            struct.pack_into(">I", b, start + 12, zlib.crc32(bytes(b[start + 16:end])))
+    return bytes(b)
+
+
 def mutate(rng: random.Random, data: bytes) -> tuple[bytes, list[str]]:
-    """Apply one to three weighted mutators; returns the bytes and the mutator names used."""
+    """Apply one to three weighted mutators, then (one time in three) restamp the checksums;
+    returns the bytes and the mutator names used."""
     names = rng.choices(list(_WEIGHTS), weights=list(_WEIGHTS.values()), k=rng.choice((1, 1, 2, 3)))
     for name in names:
         data = MUTATORS[name](rng, data)
+    if names and rng.random() < 1 / 3:
+        data = restamp_crcs(data)
+        names.append("restamp_crcs")
     return data, names
