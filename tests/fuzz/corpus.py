@@ -36,12 +36,19 @@ REAL_DIRS = (
 
 @dataclass
 class Corpus:
-    """Valid inputs by kind; ``log_base`` maps a log seed's index to its segment base offset."""
+    """Inputs by kind. A few are valid but over a bound on purpose (decompression bombs):
+    ``bounded`` holds them, the harness's warm-up expects them to raise a typed error."""
 
     items: dict[str, list] = field(default_factory=dict)
+    bounded: list = field(default_factory=list)
 
-    def add(self, kind: str, item) -> None:
+    def add(self, kind: str, item, *, over_bound: bool = False) -> None:
         self.items.setdefault(kind, []).append(item)
+        if over_bound:
+            self.bounded.append(item)
+
+    def is_over_bound(self, item) -> bool:
+        return any(item is b for b in self.bounded)
 
 
 def records(n: int, seed: int = 0) -> pa.Table:
@@ -110,6 +117,14 @@ def build(fixtures: Path | None, work: Path) -> Corpus:
         if codec != "zstd":
             c.add("compressed", (CODEC_IDS[codec], 1, compression.compress(CODEC_IDS[codec], b"ab" * 300,
                                                                             magic=1)))
+    # decompression bombs: bigger than every bound the targets use (16 MiB / 1 MiB)
+    bomb = bytes(20 << 20)
+    for codec in CODECS[1:]:
+        c.add("compressed", (CODEC_IDS[codec], 2, compression.compress(CODEC_IDS[codec], bomb)),
+              over_bound=True)
+    for codec in ("gzip", "zstd"):
+        c.add("log", (0, encode_record_batches(pa.table({"value": [bomb, b"x"]}), codec=codec)
+                      .tobytes()), over_bound=True)
     _internal_seeds(c)
     _logdir_template(c, work / "template")
     if fixtures is not None:
