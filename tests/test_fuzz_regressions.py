@@ -69,3 +69,29 @@ def test_recover_cuts_at_a_batch_whose_last_offset_precedes_its_base(tmp_path: P
     cuts = [a for a in report.actions if a.kind == "cut-tail"]
     assert [a.start for a in cuts] == [pos]
     assert verify(tmp_path / "logs", deep=True).errors() == []
+
+
+def producer_batch(base_offset: int) -> bytes:
+    """A 10-record idempotent v2 batch (lastOffsetDelta 9) moved to ``base_offset`` (the base
+    offset is outside the CRC, so the batch stays valid)."""
+    import struct
+
+    from kafkalog_spark.codec.encode import encode_record_batches
+
+    data = bytearray(encode_record_batches(pa.table({"value": [b"v"] * 10}), producer_id=5,
+                                           producer_epoch=0, base_sequence=0).tobytes())
+    struct.pack_into(">q", data, 0, base_offset)
+    return bytes(data)
+
+
+def test_producer_state_offset_delta_is_the_batch_header_delta() -> None:
+    # fuzz seed 6 case 120146 (harness of commit 18de8c1): a base offset near 2^63 made
+    # base + lastOffsetDelta wrap, offset_delta became last - base in Python ints (~ -2^64) and
+    # snapshot().to_bytes() died with struct.error; Kafka stores the header's int32 delta
+    from kafkalog_spark.codec.snapshot import ProducerStateTracker, read_snapshot
+
+    tracker = ProducerStateTracker()
+    tracker.apply(producer_batch(2**63 - 5))
+    snap = tracker.snapshot()
+    assert [e.offset_delta for e in snap.entries] == [9]
+    assert read_snapshot(snap.to_bytes()) == snap

@@ -235,7 +235,7 @@ class ProducerStateTracker:
             state.last_sequence = (L.NO_SEQUENCE if base_seq == L.NO_SEQUENCE
                                    else increment_sequence(base_seq, delta))
             state.last_offset = int(last[i])
-            state.offset_delta = int(last[i]) - base
+            state.offset_delta = delta  # the header's int32, as Kafka stores it (last may wrap)
             state.timestamp = int(table.max_timestamp[i])
             transactional = bool(attributes & L.TRANSACTIONAL_FLAG_MASK)
             if state.current_txn_first_offset >= 0 and not transactional:
