@@ -95,3 +95,26 @@ def test_producer_state_offset_delta_is_the_batch_header_delta() -> None:
     snap = tracker.snapshot()
     assert [e.offset_delta for e in snap.entries] == [9]
     assert read_snapshot(snap.to_bytes()) == snap
+
+
+def test_sequence_arithmetic_wraps_like_java_ints() -> None:
+    # found alongside the case above: a negative lastOffsetDelta (or offsetDelta) under a valid
+    # CRC pushed increment/decrement_sequence out of int32 (struct.error on snapshot encode);
+    # DefaultRecordBatch's int arithmetic wraps
+    from kafkalog_spark.codec.snapshot import ProducerStateTracker, decrement_sequence, increment_sequence
+
+    assert increment_sequence(-5, -(2**31)) == 2**31 - 5
+    assert increment_sequence(2**31 - 1, 5) == 4 and increment_sequence(3, 4) == 7
+    assert decrement_sequence(5, -(2**31)) == -(2**31) + 5
+    assert decrement_sequence(2, 5) == 2**31 - 3 and decrement_sequence(7, 4) == 3
+    import struct
+
+    import crc32c
+
+    data = bytearray(producer_batch(0))
+    struct.pack_into(">i", data, 53, -5)  # baseSequence
+    struct.pack_into(">i", data, 23, -(2**31))  # lastOffsetDelta
+    struct.pack_into(">I", data, 17, crc32c.crc32c(bytes(data[21:])))
+    tracker = ProducerStateTracker()
+    tracker.apply(bytes(data))
+    tracker.snapshot().to_bytes()

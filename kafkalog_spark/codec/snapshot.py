@@ -41,18 +41,25 @@ INT32_MAX = L.INT32_MAX
 ABORT, COMMIT = 0, 1  # ControlRecordType ids of transaction markers
 
 
+def _int(value: int) -> int:
+    """Java ``int`` arithmetic: wrap to int32 (a damaged batch's negative deltas reach here)."""
+    return (value + 2**31) % 2**32 - 2**31
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
     """``DefaultRecordBatch.incrementSequence``: sequences wrap from 2^31 − 1 to 0."""
-    if sequence > INT32_MAX - increment:
-        return increment - (INT32_MAX - sequence) - 1
-    return sequence + increment
+    sequence, increment = int(sequence), int(increment)  # numpy scalars would wrap on their own
+    if sequence > _int(INT32_MAX - increment):
+        return _int(increment - (INT32_MAX - sequence) - 1)
+    return _int(sequence + increment)
 
 
 def decrement_sequence(sequence: int, decrement: int) -> int:
     """``DefaultRecordBatch.decrementSequence``, the inverse of :func:`increment_sequence`."""
+    sequence, decrement = int(sequence), int(decrement)
     if sequence < decrement:
-        return INT32_MAX - (decrement - sequence) + 1
-    return sequence - decrement
+        return _int(INT32_MAX - (decrement - sequence) + 1)
+    return _int(sequence - decrement)
 
 
 @dataclass(frozen=True)
