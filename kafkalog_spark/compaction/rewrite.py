@@ -139,7 +139,7 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray,
         kept_tomb = np.bincount(entry_of_row, weights=keep & tombstone & ~is_control,
                                 minlength=n_entries) > 0
         row_start = np.concatenate([[0], np.cumsum(per_entry)])
-        ts_ms = None
+        ts_ms = cols = None
         for i in range(n_entries):
             last = int(lasts[i])
             pos, size = int(t.position[i]), int(t.entry_size[i])
@@ -156,20 +156,22 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray,
                 stats["batches_copied"] += 1
             elif kept:
                 if ts_ms is None:
+                    # one contiguous array per column: take() on the decoder's chunked columns
+                    # costs time in the segment's size, per batch
                     ts_ms = _ms(rows.column("timestamp"))
+                    cols = {c: rows.column(c).combine_chunks() for c in ("key", "value", "headers")}
                 lo, hi = int(row_start[i]), int(row_start[i + 1])
                 idx = lo + np.flatnonzero(keep[lo:hi])
                 base = int(t.offset[i]) if magic == 2 else int(offsets[idx[0]])
                 h = (now + task.delete_retention_ms) if need_horizon else (
                     int(horizon[i]) if horizon_flag[i] else None)
-                take = pa.array(idx)
                 spec = _spec(t, i, base=base, horizon=h,
                              last_delta=int(t.last_offset_delta[i]) if magic == 2 else None,
                              empty=False)
-                headers = rows.column("headers").take(take)
+                headers = cols["headers"].take(idx)
                 if magic < 2:
                     headers = pa.array([[] for _ in range(len(idx))], headers.type)
-                out += encode_batch(rows.column("key").take(take), rows.column("value").take(take),
+                out += encode_batch(cols["key"].take(idx), cols["value"].take(idx),
                                     ts_ms[idx], spec=spec, offset_deltas=offsets[idx] - base,
                                     headers=headers)
                 stats["batches_rebuilt"] += 1
