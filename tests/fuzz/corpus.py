@@ -10,6 +10,7 @@ texts (``offset_checkpoint``, ``epoch_checkpoint``, ``partition_metadata``, ``pr
 
 from __future__ import annotations
 
+import shutil
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +130,7 @@ def build(fixtures: Path | None, work: Path) -> Corpus:
     _logdir_template(c, work / "template")
     if fixtures is not None:
         _real_seeds(c, fixtures)
+        _real_log_dir(c, fixtures, work / "real")
     return c
 
 
@@ -180,6 +182,26 @@ def _add_file(c: Corpus, p: Path) -> None:
         c.add("partition_metadata", data)
     elif p.name.endswith(".properties"):
         c.add("properties", data)
+
+
+# a KRaft broker's log dir cut to four partitions (a transaction, a producer snapshot with
+# state, compacted-topic data) for verify/recover; it verifies clean as it is
+REAL_LOG_DIR = ("ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data",
+                ("__transaction_state-44", "_schemas-0", "__consumer_offsets-29",
+                 "_confluent-ksql-default__command_topic-0"))
+
+
+def _real_log_dir(c: Corpus, fixtures: Path, root: Path) -> None:
+    src = fixtures / REAL_LOG_DIR[0]
+    if not src.is_dir():
+        return
+    root.mkdir(parents=True)
+    for p in src.iterdir():
+        if p.is_file():
+            shutil.copy(p, root / p.name)
+    for name in REAL_LOG_DIR[1]:
+        shutil.copytree(src / name, root / name)
+    c.add("logdir", root)
 
 
 def _real_seeds(c: Corpus, fixtures: Path) -> None:
