@@ -87,6 +87,15 @@ def retained_offsets_local(rows: pa.Table, first_dirty: int) -> np.ndarray:
     return np.sort(np.asarray(kept.to_numpy(), np.int64))
 
 
+def _members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
+    """``np.isin`` for a sorted ``sorted_set``: a binary search per value (np.isin hashes the
+    whole set on every call, and a group's set spans all its segments)."""
+    if len(sorted_set) == 0:
+        return np.zeros(len(values), bool)
+    pos = np.minimum(np.searchsorted(sorted_set, values), len(sorted_set) - 1)
+    return sorted_set[pos] == values
+
+
 def _spec(t, i: int, *, base: int, horizon: int | None, last_delta: int | None,
           empty: bool) -> BatchSpec:
     magic = int(t.magic[i])
@@ -129,7 +138,7 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray,
         control_entry = t.is_control()
         drop_batch = discard & (~control_entry | (horizon_flag & (horizon <= now)))
         # record rule (module docstring)
-        latest = np.isin(offsets, retained)
+        latest = _members(offsets, retained)
         keep_tomb = np.where(t.magic[entry_of_row] == 2, now < horizon[entry_of_row],
                              src.retain_legacy_deletes)
         keep = is_control | (offsets >= end) | (has_key & latest & (~tombstone | keep_tomb))
@@ -206,7 +215,7 @@ def rewrite_group(task: GroupTask, retained: np.ndarray) -> GroupOutput:
     stats = dict.fromkeys(("bytes_read", "records_read", "records_kept", "batches_copied",
                            "batches_rebuilt", "batches_emptied"), 0)
     out = bytearray()
-    retained = np.asarray(retained, np.int64)
+    retained = np.sort(np.asarray(retained, np.int64))
     for src in task.sources:
         _rewrite_segment(task, src, retained, out, stats)
     stats["bytes_written"] = len(out)

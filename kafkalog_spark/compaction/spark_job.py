@@ -1,55 +1,120 @@
 """Compaction as a Spark job (log-management layer): the key map as a shuffle, the rewrite as tasks.
 
-    tasks     one row per segment group (a pickled GroupTask)
-    rows      flatMap: key_rows(task) -> (topic, partition, group, key, offset, dirty) as a DataFrame
+    keys      a private Python data source, one input partition per segment group: the task
+              runs key_rows(group) and hands Spark Arrow record batches of
+              (topic, partition, grp, key, offset, dirty) — columnar in and out of Python, no
+              per-record Python objects and no pandas (mapInArrow needs pandas; a data source
+              reader does not)
     latest    groupBy(topic, partition, key) over the dirty rows: max(offset) — full key bytes
               are the grouping key, so distinct keys never collide (Kafka's map compares MD5s)
     retained  rows left-joined with latest on (topic, partition, key), offset >= latest
-              (or no latest): the keyed records that survive, per group
-    rewrite   groupByKey((topic, partition, group)): rewrite_group(task, offsets) writes
-              the cleaned segment to a staging folder beside the log dir; one sentinel row per
-              group makes groups without a retained key still run (empty batches, markers)
+              (or no latest): the keyed records that survive, collected as Arrow (8 bytes and
+              three small fields per surviving keyed record) and split per group on the driver
+    rewrite   one task per group: rewrite_group(task, offsets) writes the cleaned segment to a
+              staging folder beside the log dir; every group runs, with or without retained
+              keys (empty batches, markers)
 
 The driver then swaps each partition in Kafka's order (compact.swap_in) from the staged files
-and removes the staging folder. The byte work is the same code as the local path (rewrite.py).
+(memory-mapped) and removes the staging folder. The byte work is the same code as the local
+path (rewrite.py).
 """
 
 from __future__ import annotations
 
+import base64
+import json
 import mmap
+import pickle
 import shutil
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from .plan import CleaningPlan, GroupTask
 from .rewrite import GroupOutput, key_rows, rewrite_group
 
 ROW_SCHEMA = "topic string, partition int, grp int, key binary, offset long, dirty boolean"
+KEYS_SOURCE = "kafkalog_compaction_keys"
+ROWS_PER_BATCH = 1 << 16
 
 
-def _extract(task: GroupTask):  # pragma: no cover - runs in Spark workers
+def key_batches(task: GroupTask, max_rows: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
+    """The key rows of one group as Arrow batches of :data:`ROW_SCHEMA` (what a key task hands
+    Spark)."""
     rows = key_rows(task)
-    keys = rows.column("key").to_pylist()
-    offsets = rows.column("offset").to_pylist()
-    for key, offset in zip(keys, offsets):
-        yield (task.topic, task.partition, task.group, key, offset, offset >= task.first_dirty)
+    offsets = rows.column("offset")
+    n = rows.num_rows
+    table = pa.table({
+        "topic": pa.array([task.topic], pa.string()).take(np.zeros(n, np.int32)),
+        "partition": pa.array(np.full(n, task.partition, np.int32)),
+        "grp": pa.array(np.full(n, task.group, np.int32)),
+        "key": rows.column("key"),
+        "offset": offsets,
+        "dirty": pc.greater_equal(offsets, task.first_dirty),
+    })
+    yield from table.to_batches(max_chunksize=max_rows)
 
 
-def _rewrite(out_dir: str, tasks: dict, item):  # pragma: no cover - runs in Spark workers
-    import json
+class _KeyReader(DataSourceReader):
+    def __init__(self, tasks: list[GroupTask]):
+        self.tasks = tasks
 
-    key, offsets = item
-    arr = np.sort(np.fromiter((o for o in offsets if o >= 0), np.int64))
-    out = rewrite_group(tasks[key], arr)
-    path = Path(out_dir) / f"{key[0]}-{key[1]}-{out.base_offset}.log"
+    def partitions(self) -> list[InputPartition]:
+        return [InputPartition(i) for i in range(len(self.tasks))]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # pragma: no cover
+        yield from key_batches(self.tasks[partition.value])
+
+
+class KeyRowsSource(DataSource):
+    """Private data source of the key pass: option ``tasks`` holds the pickled groups."""
+
+    @classmethod
+    def name(cls) -> str:
+        return KEYS_SOURCE
+
+    def schema(self) -> str:
+        return ROW_SCHEMA
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        return _KeyReader(pickle.loads(base64.b64decode(self.options["tasks"])))
+
+
+def split_retained(table: pa.Table, keys: Sequence[tuple[str, int, int]]
+                   ) -> dict[tuple[str, int, int], np.ndarray]:
+    """Sorted retained offsets per ``(topic, partition, group)`` from the collected
+    ``(topic, partition, grp, offset)`` rows (every key of ``keys`` present, maybe empty)."""
+    out = {k: np.zeros(0, np.int64) for k in keys}
+    if table.num_rows == 0:
+        return out
+    table = table.sort_by([("topic", "ascending"), ("partition", "ascending"),
+                           ("grp", "ascending"), ("offset", "ascending")])
+    topics = table.column("topic").combine_chunks().dictionary_encode()
+    code = np.asarray(topics.indices.to_numpy(), np.int64)
+    part = np.asarray(table.column("partition").to_numpy(), np.int64)
+    grp = np.asarray(table.column("grp").to_numpy(), np.int64)
+    offsets = np.asarray(table.column("offset").to_numpy(), np.int64)
+    cut = np.flatnonzero((np.diff(code) != 0) | (np.diff(part) != 0) | (np.diff(grp) != 0)) + 1
+    names = topics.dictionary.to_pylist()
+    for lo, hi in zip(np.concatenate([[0], cut]), np.concatenate([cut, [len(offsets)]])):
+        out[(names[code[lo]], int(part[lo]), int(grp[lo]))] = offsets[lo:hi]
+    return out
+
+
+def _rewrite(out_dir: str, item):  # pragma: no cover - runs in Spark workers
+    task, offsets = item
+    out = rewrite_group(task, offsets)
+    path = Path(out_dir) / f"{task.topic}-{task.partition}-{out.base_offset}.log"
     with open(path, "wb") as f:
         f.write(out.log)
-    return (key[0], key[1], key[2], out.base_offset, str(path), json.dumps(out.stats))
+    return (task.topic, task.partition, task.group, out.base_offset, str(path), json.dumps(out.stats))
 
 
 def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
@@ -71,27 +136,24 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
     sc = spark.sparkContext
     n_tasks = max(1, min(len(tasks), sc.defaultParallelism * 2))
     t0 = time.perf_counter()
-    # key extraction runs in Python tasks; the shuffle and join run in the JVM on full key bytes
-    rows = spark.createDataFrame(
-        sc.parallelize(list(tasks.values()), n_tasks).flatMap(_extract), ROW_SCHEMA)
+    spark.dataSource.register(KeyRowsSource)
+    blob = base64.b64encode(pickle.dumps(list(tasks.values()))).decode("ascii")
+    rows = spark.read.format(KEYS_SOURCE).option("tasks", blob).load()
     tp_key = ["topic", "partition", "key"]
     latest = rows.filter("dirty").groupBy(*tp_key).agg(F.max("offset").alias("latest"))
     retained = (rows.join(latest, tp_key, "left")
                 .filter(F.col("offset") >= F.coalesce(F.col("latest"), F.lit(-1)))
-                .select("topic", "partition", "grp", "offset")).persist()
-    kept_keys = retained.count()
+                .select("topic", "partition", "grp", "offset")).toArrow()
+    per_group = split_retained(retained, list(tasks))
     t1 = time.perf_counter()
-    sentinels = sc.parallelize([(k, -1) for k in tasks], n_tasks)
     out_dir = str(staging)
-    written = (retained.rdd.map(lambda r: ((r[0], r[1], r[2]), r[3])).union(sentinels)
-               .groupByKey(n_tasks).map(lambda item: _rewrite(out_dir, tasks, item)).collect())
-    retained.unpersist()
+    items = [(tasks[k], per_group[k]) for k in tasks]
+    written = (sc.parallelize(items, min(n_tasks, len(items)))
+               .map(lambda item: _rewrite(out_dir, item)).collect())
     t2 = time.perf_counter()
     stats["shuffle_seconds"] = stats.get("shuffle_seconds", 0.0) + t1 - t0
     stats["rewrite_seconds"] = stats.get("rewrite_seconds", 0.0) + t2 - t1
-    stats["retained_keyed_records"] = stats.get("retained_keyed_records", 0) + kept_keys
-    import json
-
+    stats["retained_keyed_records"] = stats.get("retained_keyed_records", 0) + retained.num_rows
     by_tp: dict[tuple[str, int], list[GroupOutput]] = {}
     for topic, part, grp, base, path, counts in sorted(written):
         task = tasks[(topic, part, grp)]
