@@ -1,7 +1,8 @@
 """Compaction as a Spark job (log-management layer): the key map as a shuffle, the rewrite as tasks.
 
-    keys      a private Python data source, one input partition per segment group: the task
-              runs key_rows(group) and hands Spark Arrow record batches of
+    keys      a private Python data source over the rewritten segments (input partitions:
+              consecutive segments of about equal bytes): each task runs key_rows per segment
+              and hands Spark Arrow record batches of
               (topic, partition, grp, key, offset, dirty) — columnar in and out of Python, no
               per-record Python objects and no pandas (mapInArrow needs pandas; a data source
               reader does not)
@@ -10,12 +11,13 @@
     retained  rows left-joined with latest on (topic, partition, key), offset >= latest
               (or no latest): the keyed records that survive, collected as Arrow (8 bytes and
               three small fields per surviving keyed record) and split per group on the driver
-    rewrite   one task per group: rewrite_group(task, offsets) writes the cleaned segment to a
-              staging folder beside the log dir; every group runs, with or without retained
-              keys (empty batches, markers)
+    rewrite   one item per source segment: rewrite_group(segment, its offsets) writes that
+              segment's part of the cleaned group to a staging folder beside the log dir; every
+              segment runs, with or without retained keys (empty batches, markers)
 
-The driver then swaps each partition in Kafka's order (compact.swap_in) from the staged files
-(memory-mapped) and removes the staging folder. The byte work is the same code as the local
+The driver joins each group's parts in offset order (a one-segment group's part is memory-
+mapped, not copied), swaps each partition in Kafka's order (compact.swap_in) and removes the
+staging folder. The byte work is the same code as the local
 path (rewrite.py).
 """
 
@@ -24,11 +26,13 @@ from __future__ import annotations
 import base64
 import json
 import mmap
+import os
 import pickle
 import shutil
 import time
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +47,8 @@ from .rewrite import GroupOutput, key_rows, rewrite_group
 ROW_SCHEMA = "topic string, partition int, grp int, key binary, offset long, dirty boolean"
 KEYS_SOURCE = "kafkalog_compaction_keys"
 ROWS_PER_BATCH = 1 << 16
+CHUNK_BYTES = 256 << 20  # most segment bytes per key-pass input partition, roughly
+MAX_REWRITE_TASKS = 1024
 
 
 def key_batches(task: GroupTask, max_rows: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
@@ -67,14 +73,16 @@ class _KeyReader(DataSourceReader):
         self.tasks = tasks
 
     def partitions(self) -> list[InputPartition]:
-        return [InputPartition(i) for i in range(len(self.tasks))]
+        return [InputPartition(chunk) for chunk in self.tasks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # pragma: no cover
-        yield from key_batches(self.tasks[partition.value])
+        for task in partition.value:
+            yield from key_batches(task)
 
 
 class KeyRowsSource(DataSource):
-    """Private data source of the key pass: option ``tasks`` holds the pickled groups."""
+    """Private data source of the key pass: option ``tasks`` holds the pickled chunks (one input
+    partition each) of one-segment group tasks."""
 
     @classmethod
     def name(cls) -> str:
@@ -108,10 +116,39 @@ def split_retained(table: pa.Table, keys: Sequence[tuple[str, int, int]]
     return out
 
 
+def segment_tasks(task: GroupTask) -> list[GroupTask]:
+    """One single-segment task per source segment of ``task`` (same group number): the key rows
+    and the rewrite of a group are the concatenation of its segments' (rewrite.py works segment
+    by segment), so segments are the unit of Spark parallelism even when a partition is one
+    group."""
+    return [replace(task, sources=(src,)) for src in task.sources]
+
+
+def chunk_tasks(tasks: Sequence[GroupTask], n: int) -> list[list[GroupTask]]:
+    """``tasks`` in at most ``n`` consecutive chunks of about equal bytes (on-disk size)."""
+    sizes = np.array([sum(os.path.getsize(s.log) for s in t.sources) for t in tasks], np.float64)
+    n = max(1, min(n, len(tasks)))
+    edges = np.cumsum(sizes) / max(1.0, sizes.sum()) * n
+    which = np.minimum(np.floor(edges - 1e-9).astype(np.int64), n - 1)
+    chunks: list[list[GroupTask]] = [[] for _ in range(n)]
+    for t, k in zip(tasks, which):
+        chunks[k].append(t)
+    return [c for c in chunks if c]
+
+
+def split_segments(task: GroupTask, offsets: np.ndarray) -> list[tuple[GroupTask, np.ndarray]]:
+    """The single-segment tasks of ``task`` with each one's slice of the group's sorted retained
+    offsets (a segment holds offsets from its base to the next segment's base)."""
+    subs = segment_tasks(task)
+    bases = np.array([t.base_offset for t in subs[1:]], np.int64)
+    cuts = np.searchsorted(offsets, bases)
+    return list(zip(subs, np.split(offsets, cuts)))
+
+
 def _rewrite(out_dir: str, item):  # pragma: no cover - runs in Spark workers
     task, offsets = item
     out = rewrite_group(task, offsets)
-    path = Path(out_dir) / f"{task.topic}-{task.partition}-{out.base_offset}.log"
+    path = Path(out_dir) / f"{task.topic}-{task.partition}-{task.group}-{out.base_offset}.log"
     with open(path, "wb") as f:
         f.write(out.log)
     return (task.topic, task.partition, task.group, out.base_offset, str(path), json.dumps(out.stats))
@@ -137,7 +174,11 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
     n_tasks = max(1, min(len(tasks), sc.defaultParallelism * 2))
     t0 = time.perf_counter()
     spark.dataSource.register(KeyRowsSource)
-    blob = base64.b64encode(pickle.dumps(list(tasks.values()))).decode("ascii")
+    singles = [t for g in tasks.values() for t in segment_tasks(g)]
+    chunks = chunk_tasks(singles, max(sc.defaultParallelism * 2,
+                                      sum(os.path.getsize(t.sources[0].log) for t in singles)
+                                      // CHUNK_BYTES))
+    blob = base64.b64encode(pickle.dumps(chunks)).decode("ascii")
     rows = spark.read.format(KEYS_SOURCE).option("tasks", blob).load()
     tp_key = ["topic", "partition", "key"]
     latest = rows.filter("dirty").groupBy(*tp_key).agg(F.max("offset").alias("latest"))
@@ -147,28 +188,46 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
     per_group = split_retained(retained, list(tasks))
     t1 = time.perf_counter()
     out_dir = str(staging)
-    items = [(tasks[k], per_group[k]) for k in tasks]
-    written = (sc.parallelize(items, min(n_tasks, len(items)))
+    items = [item for k in tasks for item in split_segments(tasks[k], per_group[k])]
+    written = (sc.parallelize(items, min(max(n_tasks, len(items)), MAX_REWRITE_TASKS))
                .map(lambda item: _rewrite(out_dir, item)).collect())
     t2 = time.perf_counter()
     stats["shuffle_seconds"] = stats.get("shuffle_seconds", 0.0) + t1 - t0
     stats["rewrite_seconds"] = stats.get("rewrite_seconds", 0.0) + t2 - t1
     stats["retained_keyed_records"] = stats.get("retained_keyed_records", 0) + retained.num_rows
-    by_tp: dict[tuple[str, int], list[GroupOutput]] = {}
+    parts: dict[tuple[str, int, int], list[tuple[int, str, dict]]] = {}
     for topic, part, grp, base, path, counts in sorted(written):
-        task = tasks[(topic, part, grp)]
-        data = _map(path) if Path(path).stat().st_size else b""
-        out = GroupOutput(base, data, task.sources[-1].mtime, json.loads(counts))
-        for k, v in out.stats.items():
-            stats[k] = stats.get(k, 0) + v
-        by_tp.setdefault((topic, part), []).append(out)
+        parts.setdefault((topic, part, grp), []).append((base, path, json.loads(counts)))
+    by_tp: dict[tuple[str, int], list[GroupOutput]] = {}
+    for key in sorted(parts):
+        task = tasks[key]
+        counts = {}
+        for _, _, c in parts[key]:
+            for k, v in c.items():
+                counts[k] = counts.get(k, 0) + v
+                stats[k] = stats.get(k, 0) + v
+        out = GroupOutput(task.base_offset, _join([p for _, p, _ in parts[key]]),
+                          task.sources[-1].mtime, counts)
+        by_tp.setdefault(key[:2], []).append(out)
     stats["_staging"] = str(staging)  # removed by the driver after the swaps
     return by_tp
 
 
-def _map(path: str) -> memoryview:
+def _map(path: str) -> memoryview | bytes:
+    if not os.path.getsize(path):
+        return b""
     with open(path, "rb") as f:
         return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+
+
+def _join(paths: Sequence[str]) -> memoryview | bytes | bytearray:
+    """One group's cleaned log from its segments' staged parts (memory-mapped when one)."""
+    if len(paths) == 1:
+        return _map(paths[0])
+    out = bytearray()
+    for path in paths:
+        out += Path(path).read_bytes()
+    return out
 
 
 def remove_staging(stats: dict[str, Any]) -> None:
