@@ -6,11 +6,11 @@
               (topic, partition, grp, key, offset, dirty) — columnar in and out of Python, no
               per-record Python objects and no pandas (mapInArrow needs pandas; a data source
               reader does not)
-    latest    groupBy(topic, partition, key) over the dirty rows: max(offset) — full key bytes
-              are the grouping key, so distinct keys never collide (Kafka's map compares MD5s)
-    retained  rows left-joined with latest on (topic, partition, key), offset >= latest
-              (or no latest): the keyed records that survive, collected as Arrow (8 bytes and
-              three small fields per surviving keyed record) and split per group on the driver
+    retained  one groupBy(topic, partition, key): the key's largest dirty offset, else (a key
+              only in the clean range) all its offsets — full key bytes are the grouping key,
+              so distinct keys never collide (Kafka's map compares MD5s); the surviving keyed
+              records' (topic, partition, offset) are collected as Arrow and split per group
+              and segment on the driver by base offsets
     rewrite   one item per source segment: rewrite_group(segment, its offsets) writes that
               segment's part of the cleaned group to a staging folder beside the log dir; every
               segment runs, with or without retained keys (empty batches, markers)
@@ -95,24 +95,32 @@ class KeyRowsSource(DataSource):
         return _KeyReader(pickle.loads(base64.b64decode(self.options["tasks"])))
 
 
-def split_retained(table: pa.Table, keys: Sequence[tuple[str, int, int]]
+def split_retained(table: pa.Table, tasks: Sequence[GroupTask]
                    ) -> dict[tuple[str, int, int], np.ndarray]:
-    """Sorted retained offsets per ``(topic, partition, group)`` from the collected
-    ``(topic, partition, grp, offset)`` rows (every key of ``keys`` present, maybe empty)."""
-    out = {k: np.zeros(0, np.int64) for k in keys}
-    if table.num_rows == 0:
-        return out
-    table = table.sort_by([("topic", "ascending"), ("partition", "ascending"),
-                           ("grp", "ascending"), ("offset", "ascending")])
-    topics = table.column("topic").combine_chunks().dictionary_encode()
-    code = np.asarray(topics.indices.to_numpy(), np.int64)
-    part = np.asarray(table.column("partition").to_numpy(), np.int64)
-    grp = np.asarray(table.column("grp").to_numpy(), np.int64)
-    offsets = np.asarray(table.column("offset").to_numpy(), np.int64)
-    cut = np.flatnonzero((np.diff(code) != 0) | (np.diff(part) != 0) | (np.diff(grp) != 0)) + 1
-    names = topics.dictionary.to_pylist()
-    for lo, hi in zip(np.concatenate([[0], cut]), np.concatenate([cut, [len(offsets)]])):
-        out[(names[code[lo]], int(part[lo]), int(grp[lo]))] = offsets[lo:hi]
+    """Sorted retained offsets per ``(topic, partition, group)`` of ``tasks`` from the collected
+    ``(topic, partition, offset)`` rows (a group holds the offsets from its base offset to the
+    next group's; every group present, maybe empty)."""
+    by_tp: dict[tuple[str, int], list[GroupTask]] = {}
+    for t in sorted(tasks, key=lambda t: (t.topic, t.partition, t.base_offset)):
+        by_tp.setdefault((t.topic, t.partition), []).append(t)
+    offsets_of: dict[tuple[str, int], np.ndarray] = {}
+    if table.num_rows:
+        table = table.sort_by([("topic", "ascending"), ("partition", "ascending"),
+                               ("offset", "ascending")])
+        topics = table.column("topic").combine_chunks().dictionary_encode()
+        code = np.asarray(topics.indices.to_numpy(), np.int64)
+        part = np.asarray(table.column("partition").to_numpy(), np.int64)
+        offsets = np.asarray(table.column("offset").to_numpy(), np.int64)
+        cut = np.flatnonzero((np.diff(code) != 0) | (np.diff(part) != 0)) + 1
+        names = topics.dictionary.to_pylist()
+        for lo, hi in zip(np.concatenate([[0], cut]), np.concatenate([cut, [len(offsets)]])):
+            offsets_of[(names[code[lo]], int(part[lo]))] = offsets[lo:hi]
+    out = {}
+    for tp, groups in by_tp.items():
+        offsets = offsets_of.get(tp, np.zeros(0, np.int64))
+        cuts = np.searchsorted(offsets, [g.base_offset for g in groups[1:]])
+        for g, mine in zip(groups, np.split(offsets, cuts)):
+            out[(g.topic, g.partition, g.group)] = mine
     return out
 
 
@@ -180,12 +188,15 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
                                       // CHUNK_BYTES))
     blob = base64.b64encode(pickle.dumps(chunks)).decode("ascii")
     rows = spark.read.format(KEYS_SOURCE).option("tasks", blob).load()
-    tp_key = ["topic", "partition", "key"]
-    latest = rows.filter("dirty").groupBy(*tp_key).agg(F.max("offset").alias("latest"))
-    retained = (rows.join(latest, tp_key, "left")
-                .filter(F.col("offset") >= F.coalesce(F.col("latest"), F.lit(-1)))
-                .select("topic", "partition", "grp", "offset")).toArrow()
-    per_group = split_retained(retained, list(tasks))
+    # one aggregation, no join: a key's latest dirty offset is its largest offset overall
+    # (clean offsets precede dirty ones), so it survives alone; a key absent from the dirty
+    # range keeps all its clean records
+    per_key = rows.groupBy("topic", "partition", "key").agg(
+        F.max(F.when(F.col("dirty"), F.col("offset"))).alias("latest"),
+        F.collect_list(F.when(~F.col("dirty"), F.col("offset"))).alias("clean"))
+    kept = F.when(F.col("latest").isNotNull(), F.array("latest")).otherwise(F.col("clean"))
+    retained = per_key.select("topic", "partition", F.explode(kept).alias("offset")).toArrow()
+    per_group = split_retained(retained, list(tasks.values()))
     t1 = time.perf_counter()
     out_dir = str(staging)
     items = [item for k in tasks for item in split_segments(tasks[k], per_group[k])]
