@@ -6,8 +6,9 @@
               (topic, partition, grp, key, offset, dirty) — columnar in and out of Python, no
               per-record Python objects and no pandas (mapInArrow needs pandas; a data source
               reader does not)
-    retained  one groupBy(topic, partition, key): the key's largest dirty offset, else (a key
-              only in the clean range) all its offsets — full key bytes are the grouping key,
+    retained  one groupBy(topic, partition, key) (retained_rows): the key's largest offset when
+              seen dirty or once, else (several clean records only) all its offsets by a
+              semi-join — full key bytes are the grouping key,
               so distinct keys never collide (Kafka's map compares MD5s); the surviving keyed
               records' (topic, partition, offset) are collected as Arrow and split per group
               and segment on the driver by base offsets
@@ -162,6 +163,34 @@ def _rewrite(out_dir: str, item):  # pragma: no cover - runs in Spark workers
     return (task.topic, task.partition, task.group, out.base_offset, str(path), json.dumps(out.stats))
 
 
+def retained_rows(rows: Any) -> pa.Table:
+    """``(topic, partition, offset)`` of the surviving keyed records of the key rows ``rows``
+    (a DataFrame of :data:`ROW_SCHEMA`), collected as Arrow.
+
+    A key's latest dirty offset is its largest offset overall (clean offsets precede dirty
+    ones), so it survives alone; a key absent from the dirty range keeps all its clean records.
+    One hash aggregation (max, count — partial aggregation on the map side, no join) answers
+    every key seen in the dirty range or once; only keys with several clean records and no
+    dirty one (a clean range that was not compacted) take a second, semi-join pass.
+    """
+    from pyspark.sql import functions as F
+
+    tp_key = ["topic", "partition", "key"]
+    per_key = rows.groupBy(*tp_key).agg(F.max("offset").alias("offset"),
+                                        F.count(F.lit(1)).alias("n"),
+                                        F.max(F.col("dirty").cast("int")).alias("d"))
+    single = (F.col("d") == 1) | (F.col("n") == 1)
+    main = per_key.select("topic", "partition",
+                          F.when(single, F.col("offset")).otherwise(F.lit(-1)).alias("offset"))
+    table = main.toArrow()
+    flagged = pc.equal(table.column("offset"), -1)
+    if table.num_rows == 0 or not pc.any(flagged).as_py():
+        return table
+    multi = per_key.where(~single).select(*tp_key)
+    extra = rows.join(multi, tp_key, "left_semi").select("topic", "partition", "offset")
+    return pa.concat_tables([table.filter(pc.invert(flagged)), extra.toArrow()])
+
+
 def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
                   spark: Any = None) -> dict[tuple[str, int], list[GroupOutput]]:
     """Key shuffle and group rewrites with Spark (module docstring); returns the staged outputs
@@ -188,14 +217,7 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
                                       // CHUNK_BYTES))
     blob = base64.b64encode(pickle.dumps(chunks)).decode("ascii")
     rows = spark.read.format(KEYS_SOURCE).option("tasks", blob).load()
-    # one aggregation, no join: a key's latest dirty offset is its largest offset overall
-    # (clean offsets precede dirty ones), so it survives alone; a key absent from the dirty
-    # range keeps all its clean records
-    per_key = rows.groupBy("topic", "partition", "key").agg(
-        F.max(F.when(F.col("dirty"), F.col("offset"))).alias("latest"),
-        F.collect_list(F.when(~F.col("dirty"), F.col("offset"))).alias("clean"))
-    kept = F.when(F.col("latest").isNotNull(), F.array("latest")).otherwise(F.col("clean"))
-    retained = per_key.select("topic", "partition", F.explode(kept).alias("offset")).toArrow()
+    retained = retained_rows(rows)
     per_group = split_retained(retained, list(tasks.values()))
     t1 = time.perf_counter()
     out_dir = str(staging)
