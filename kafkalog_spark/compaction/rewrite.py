@@ -75,16 +75,23 @@ def key_rows(task: GroupTask) -> pa.Table:
 
 def retained_offsets_local(rows: pa.Table, first_dirty: int) -> np.ndarray:
     """Offsets of keyed records that are the latest for their key among the dirty range (or whose
-    key is absent from it): the Spark-free equivalent of the shuffle (full key bytes compared)."""
+    key is absent from it): the Spark-free equivalent of the shuffle (full key bytes compared).
+
+    One aggregation per key, no join: a key seen in the dirty range, or seen once, keeps its
+    largest offset (clean offsets precede dirty ones); a key with several clean records and no
+    dirty one (an uncompacted clean range) keeps all of them."""
     if rows.num_rows == 0:
         return np.zeros(0, np.int64)
     offsets = rows.column("offset")
-    dirty = rows.filter(pc.greater_equal(offsets, first_dirty))
-    latest = dirty.group_by("key").aggregate([("offset", "max")])
-    joined = rows.join(latest, "key", join_type="left outer")
-    bound = pc.fill_null(joined.column("offset_max"), -1)
-    kept = joined.filter(pc.greater_equal(joined.column("offset"), bound)).column("offset")
-    return np.sort(np.asarray(kept.to_numpy(), np.int64))
+    agg = (rows.append_column("dirty", pc.greater_equal(offsets, first_dirty))
+           .group_by("key").aggregate([("offset", "max"), ("offset", "count"), ("dirty", "any")]))
+    single = pc.or_(agg.column("dirty_any"), pc.equal(agg.column("offset_count"), 1))
+    kept = np.asarray(agg.column("offset_max").filter(single).to_numpy(), np.int64)
+    multi = agg.column("key").filter(pc.invert(single))
+    if len(multi):
+        extra = offsets.filter(pc.is_in(rows.column("key"), value_set=multi.combine_chunks()))
+        kept = np.concatenate([kept, np.asarray(extra.to_numpy(), np.int64)])
+    return np.sort(kept)
 
 
 def _members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
