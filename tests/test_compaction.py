@@ -256,8 +256,7 @@ REAL = [("yuanliubei__kafka-source-code", "__consumer_offsets-17"),
 
 def _find(root: Path, repo: str, name: str) -> Path:
     hits = sorted((root / repo).rglob(name))
-    if not hits:
-        pytest.skip(f"{repo}/{name} not in the fixtures")
+    assert hits, f"{repo}/{name} is missing from the real fixtures"
     return hits[0]
 
 

@@ -34,8 +34,6 @@ def test_verify_and_recover(tmp_path):
 
 
 def test_compact(tmp_path):
-    if importlib.util.find_spec("kafkalog_spark.compaction.compact") is None:
-        pytest.skip("kafkalog_spark.compaction is not built yet")
     out = load("compact").main([str(tmp_path)])
     assert out["after"] < out["before"] == 5000 and out["segments_rewritten"] > 0
 
