@@ -16,7 +16,7 @@ import json
 import sys
 
 from kafkalog_spark.cli.compact import render
-from kafkalog_spark.cli.retain import parse_config_options
+from kafkalog_spark.cli.options import parse_config_options
 from kafkalog_spark.compaction.compact import compact
 from kafkalog_spark.spark import session
 

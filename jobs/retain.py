@@ -15,7 +15,8 @@ import argparse
 import json
 import sys
 
-from kafkalog_spark.cli.retain import parse_config_options, render
+from kafkalog_spark.cli.options import parse_config_options
+from kafkalog_spark.cli.retain import render
 from kafkalog_spark.retention.retain import retain
 
 

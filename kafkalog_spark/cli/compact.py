@@ -12,7 +12,7 @@ import sys
 import click
 
 from ..compaction.compact import ENGINES, CompactionResult, compact
-from .retain import parse_config_options
+from .options import maintenance_options, parse_config_options
 
 
 def render(result: CompactionResult) -> str:
@@ -35,14 +35,7 @@ def render(result: CompactionResult) -> str:
 
 
 @click.command("compact")
-@click.argument("log_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--execute", is_flag=True, help="Change the disk (default: dry run, only plan).")
-@click.option("--now", "now_ms", type=int, help="Current time in ms (reproducible runs).")
-@click.option("--config", "configs", multiple=True, metavar="NAME=VALUE",
-              help="Topic config override for every topic, e.g. delete.retention.ms=0.")
-@click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
-              help="JSON ({topic: {name: value}} or flat) or .properties topic configs.")
-@click.option("--topic", "topics", multiple=True, help="Only these topics.")
+@maintenance_options("delete.retention.ms=0")
 @click.option("--force", is_flag=True, help="Ignore min.cleanable.dirty.ratio.")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
               help="Rewrite in this process, or shuffle keys and rewrite with Spark.")

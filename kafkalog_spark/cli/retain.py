@@ -11,19 +11,8 @@ import sys
 
 import click
 
-from ..errors import InvalidOptionError
 from ..retention.retain import RetentionResult, retain
-
-
-def parse_config_options(items: tuple[str, ...]) -> dict[str, str]:
-    """``name=value`` pairs given with ``--config`` as a dict (shared with ``kafkalog compact``)."""
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise InvalidOptionError(f"--config takes name=value, got {item!r}")
-        out[name.strip()] = value.strip()
-    return out
+from .options import maintenance_options, parse_config_options
 
 
 def render(result: RetentionResult) -> str:
@@ -47,14 +36,7 @@ def render(result: RetentionResult) -> str:
 
 
 @click.command("retain")
-@click.argument("log_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option("--execute", is_flag=True, help="Change the disk (default: dry run, only plan).")
-@click.option("--now", "now_ms", type=int, help="Current time in ms (reproducible runs).")
-@click.option("--config", "configs", multiple=True, metavar="NAME=VALUE",
-              help="Topic config override for every topic, e.g. retention.ms=3600000.")
-@click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
-              help="JSON ({topic: {name: value}} or flat) or .properties topic configs.")
-@click.option("--topic", "topics", multiple=True, help="Only these topics.")
+@maintenance_options("retention.ms=3600000")
 @click.option("--delete-delay-ms", type=int, default=0, show_default=True,
               help="Leave .deleted files for a later run older than this (0: remove now).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and metrics as JSON.")

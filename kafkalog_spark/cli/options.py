@@ -1,0 +1,49 @@
+"""Shared option bundles (entry-point layer) for the maintenance commands (compact, retain).
+
+One definition of the options every mutating maintenance command takes, so their names, help
+texts and parsing cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import click
+
+from ..errors import InvalidOptionError
+
+
+def maintenance_options(config_example: str) -> Callable[[Any], Any]:
+    """``LOG_DIRS...``, ``--execute``, ``--now``, ``--config``, ``--config-file``, ``--topic``;
+    ``config_example`` shows a typical ``--config`` override in the help text."""
+    decorators = [
+        click.argument("log_dirs", nargs=-1, required=True,
+                       type=click.Path(exists=True, file_okay=False)),
+        click.option("--execute", is_flag=True,
+                     help="Change the disk (default: dry run, only plan)."),
+        click.option("--now", "now_ms", type=int, help="Current time in ms (reproducible runs)."),
+        click.option("--config", "configs", multiple=True, metavar="NAME=VALUE",
+                     help=f"Topic config override for every topic, e.g. {config_example}."),
+        click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
+                     help="JSON ({topic: {name: value}} or flat) or .properties topic configs."),
+        click.option("--topic", "topics", multiple=True, help="Only these topics."),
+    ]
+
+    def apply(fn: Any) -> Any:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return apply
+
+
+def parse_config_options(items: tuple[str, ...]) -> dict[str, str]:
+    """``name=value`` pairs given with ``--config`` as a dict."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidOptionError(f"--config takes name=value, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
