@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
@@ -12,7 +13,8 @@ import kafkalog_spark as kl
 from kafkalog_spark.cli import cli
 from kafkalog_spark.codec.scan import scan_entries
 from kafkalog_spark.log.verify import verify
-from kafkalog_spark.recovery.verify_job import balance, problems_dataframe, verify_spark
+from kafkalog_spark.recovery.verify_job import (balance, plan_bins, problems_dataframe,
+                                                 verify_spark)
 
 from test_read_write import records
 from test_verify import REAL_LOG_DIRS
@@ -32,9 +34,14 @@ def damaged(tmp_path: Path) -> Path:
 
 
 @pytest.mark.spark
-def test_spark_report_equals_local(spark, damaged: Path) -> None:
+@pytest.mark.parametrize("tasks", [2, 3])  # whole partitions in one job; segments, two jobs
+def test_spark_report_equals_local(spark, damaged: Path, tasks: int) -> None:
+    from kafkalog_spark.log.discovery import discover
+
+    shape = plan_bins(discover(damaged).all_partition_dirs(), tasks)[0]
+    assert shape == {2: "partitions", 3: "segments"}[tasks]
     local = verify(damaged, deep=True)
-    distributed = verify_spark(spark, damaged, deep=True, tasks=3)
+    distributed = verify_spark(spark, damaged, deep=True, tasks=tasks)
     assert not local.ok
     assert distributed.to_dict() == local.to_dict()
     df = problems_dataframe(spark, distributed)
@@ -87,3 +94,23 @@ def test_balance_spreads_bytes_evenly() -> None:
     assert loads == [150, 170]  # greedy, largest first into the lightest bin
     assert balance([1, 2], 8, size=lambda u: u) == [[2], [1]]
     assert balance([], 4) == []
+
+
+def test_plan_bins_prefers_whole_partitions_when_they_balance(tmp_path: Path) -> None:
+    from kafkalog_spark.log.discovery import discover
+
+    kl.write_log(records(1200, partitions=4), tmp_path / "even", segment_bytes=8 * 1024)
+    parts = discover(tmp_path / "even").all_partition_dirs()
+    shape, bins = plan_bins(parts, 2)
+    assert shape == "partitions" and len(bins) == 2
+    assert sorted(u[0] for b in bins for u in b) == [0, 1, 2, 3]
+    # one partition holds most bytes: whole partitions would idle a core, so segments
+    big = records(1200, partitions=1)
+    small = records(30, partitions=1).set_column(1, "partition", pa.array([1] * 30, pa.int32()))
+    kl.write_log(pa.concat_tables([big, small]), tmp_path / "skewed", segment_bytes=8 * 1024)
+    parts = discover(tmp_path / "skewed").all_partition_dirs()
+    shape, bins = plan_bins(parts, 2)
+    assert shape == "segments" and len(bins) == 2
+    assert sorted((u[0], u[1]) for b in bins for u in b) == sorted(
+        (pi, si) for pi, p in enumerate(parts) for si in range(len(p.segments)))
+    assert plan_bins([], 2) == ("segments", [])

@@ -1,13 +1,21 @@
 """Verify as a Spark job (recovery layer): every segment of one or many log dirs checked in
-parallel, segments as the unit of work.
+parallel.
 
-The driver discovers the dirs (listings and ``stat`` only) and sends the segments to
-:func:`~kafkalog_spark.log.verify.verify_segment` — the same function the local
+The driver discovers the dirs (listings and ``stat`` only) and sends the work to
+:func:`~kafkalog_spark.log.verify.verify_segment` and
+:func:`~kafkalog_spark.log.verify.verify_producer_state` — the same functions the local
 :func:`~kafkalog_spark.log.verify.verify` calls — in one task per core holding an equal share
-of bytes (:func:`balance`); a second, small stage runs
-:func:`~kafkalog_spark.log.verify.verify_producer_state` per partition that has producer state (it replays segments in
-order, so a partition is its unit). The driver then assembles the report exactly as the local
-path does, so both give the same problems in the same order. Executors must see the same paths
+of bytes (:func:`balance`). Two shapes, chosen by :func:`plan_bins`:
+
+* **whole partitions** (the usual case: many partitions) — one Spark job; a task checks its
+  partitions' segments and then replays their producer state;
+* **segments** (a few large partitions would leave cores idle) — a job over segments, then a
+  small second job running the producer-state replay per partition that has producer state
+  (it replays segments in order, so a partition is its unit).
+
+Each Spark job costs ~0.1–0.25 s of fixed time here, which is why the whole-partition shape is
+preferred whenever it balances. The driver then assembles the report exactly as the local path
+does, so both give the same problems in the same order. Executors must see the same paths
 (local mode, or a shared filesystem).
 """
 
@@ -31,11 +39,32 @@ PROBLEM_SCHEMA = ("severity string, check string, message string, file string, p
 SPARK_THRESHOLD_BYTES = 16 << 30  # `kafkalog verify` switches to Spark from this size on
 
 
+BALANCE_SLACK = 1.15  # whole-partition bins may be this much above an even share of bytes
+
+
+def _needs_state(part, checks: Sequence[SegmentCheck], check_indexes: bool) -> bool:
+    """Whether a partition has producer state to check (snapshots, producer batches, txn indexes)."""
+    return bool(part.snapshots or any(c.producer_batches for c in checks)
+                or (check_indexes and any(s.txnindex is not None for s in part.segments)))
+
+
+def _check_segment(unit: tuple, deep: bool, check_indexes: bool) -> SegmentCheck:
+    _, si, seg, active, topic, partition = unit
+    return verify_segment(seg, deep=deep, check_indexes=check_indexes, active=active,
+                          topic=topic, partition=partition)
+
+
 def _segment_bin(units: list, deep: bool, check_indexes: bool) -> list[tuple[int, int, SegmentCheck]]:
+    return [(u[0], u[1], _check_segment(u, deep, check_indexes)) for u in units]
+
+
+def _partition_bin(units: list, deep: bool, check_indexes: bool) -> list[tuple[int, list, list]]:
     out = []
-    for pi, si, seg, active, topic, partition in units:
-        out.append((pi, si, verify_segment(seg, deep=deep, check_indexes=check_indexes,
-                                           active=active, topic=topic, partition=partition)))
+    for pi, part, seg_units in units:
+        checks = [_check_segment(u, deep, check_indexes) for u in seg_units]
+        state = (verify_producer_state(part, checks, check_indexes=check_indexes)
+                 if _needs_state(part, checks, check_indexes) else [])
+        out.append((pi, checks, state))
     return out
 
 
@@ -57,6 +86,24 @@ def balance(units: list, n: int, size=lambda u: u[2].log_size) -> list[list]:
     return [b for b in bins if b]
 
 
+def plan_bins(parts: Sequence, n: int) -> tuple[str, list[list]]:
+    """``("partitions", bins)`` when whole partitions fill ``n`` bins within
+    :data:`BALANCE_SLACK` of an even share of bytes (one Spark job), else ``("segments",
+    bins)``. Partition units are ``(pi, part, segment units)``; segment units are ``(pi, si,
+    segment, active, topic, partition)``."""
+    seg_units = [[(pi, si, seg, si == len(part.segments) - 1, part.topic, part.partition)
+                  for si, seg in enumerate(part.segments)] for pi, part in enumerate(parts)]
+    part_units = [(pi, part, units) for pi, (part, units) in enumerate(zip(parts, seg_units))
+                  if units]
+    total = sum(p.size for p in parts)
+    n = max(1, min(n, sum(len(u) for u in seg_units)))
+    whole = balance(part_units, n, size=lambda u: u[1].size)
+    heaviest = max((sum(u[1].size for u in b) for b in whole), default=0)
+    if len(whole) == n and heaviest <= BALANCE_SLACK * total / n:
+        return "partitions", whole
+    return "segments", balance([u for units in seg_units for u in units], n)
+
+
 def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                  *, deep: bool = False, check_indexes: bool = True,
                  tasks: int | None = None) -> VerifyReport:
@@ -71,8 +118,8 @@ def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence
     deep, check_indexes : bool
         As for the local verify.
     tasks : int, optional
-        Number of Spark tasks for the segment stage (default: the default parallelism, one per
-        core); segments are spread over them by size with :func:`balance`.
+        Number of Spark tasks (default: the default parallelism, one per core); whole
+        partitions or segments are spread over them by size (:func:`plan_bins`).
 
     Returns
     -------
@@ -81,20 +128,21 @@ def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence
     """
     found = discover(paths)
     parts = found.all_partition_dirs()
-    units = [(pi, si, seg, si == len(part.segments) - 1, part.topic, part.partition)
-             for pi, part in enumerate(parts) for si, seg in enumerate(part.segments)]
     sc = spark.sparkContext
     checks: list[list[Any]] = [[None] * len(p.segments) for p in parts]
-    if units:
-        bins = balance(units, tasks or sc.defaultParallelism)
+    states: list[list] = [[] for _ in parts]
+    shape, bins = plan_bins(parts, tasks or sc.defaultParallelism)
+    if bins and shape == "partitions":
+        task = partial(_partition_bin, deep=deep, check_indexes=check_indexes)
+        for pi, seg_checks, state in sc.parallelize(bins, len(bins)).flatMap(task).collect():
+            checks[pi], states[pi] = seg_checks, state
+        return assemble_report(found, paths, checks, states, deep=deep)
+    if bins:
         task = partial(_segment_bin, deep=deep, check_indexes=check_indexes)
         for pi, si, result in sc.parallelize(bins, len(bins)).flatMap(task).collect():
             checks[pi][si] = result
-    # the producer-state stage only for partitions that have producer state to check
-    states: list[list] = [[] for _ in parts]
     state_units = [(pi, part, checks[pi]) for pi, part in enumerate(parts)
-                   if part.snapshots or any(c.producer_batches for c in checks[pi])
-                   or (check_indexes and any(s.txnindex is not None for s in part.segments))]
+                   if _needs_state(part, checks[pi], check_indexes)]
     if state_units:
         n = max(1, min(len(state_units), sc.defaultParallelism))
         task = partial(_state_task, check_indexes=check_indexes)
