@@ -9,7 +9,10 @@ measures, best of ``--repeat``:
   ``.log`` bytes; ``--deep`` adds record decoding;
 * ``rebuild-index --force`` planning (the index build over every segment) — GB/s;
 * the Spark verify job with ``local[1]`` and ``local[2]`` (each in a fresh process, since a
-  JVM's master is fixed for its lifetime), session start-up excluded.
+  JVM's master is fixed for its lifetime), session start-up excluded; shallow and ``--deep``;
+* the machine's own ceiling for a memory-bound pass over the same files: one process versus
+  two processes at once summing them as 64-bit words (no parsing at all). Shallow verify runs
+  near memory speed, so its 1→2 speed-up cannot exceed this one.
 
     .venv/bin/python benchmarks/bench_verify.py                      # markdown table
     .venv/bin/python benchmarks/bench_verify.py --records 500000 --repeat 1 --no-spark
@@ -67,21 +70,46 @@ def log_bytes(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*.log"))
 
 
-def spark_seconds(path: Path, cores: int, repeat: int) -> float:
+def spark_seconds(path: Path, cores: int, repeat: int, deep: bool = False) -> float:
     """Verify job time with local[cores], measured in a fresh process (session start excluded)."""
     code = (
         "import sys, time, json\n"
         "from kafkalog_spark.spark import session\n"
         "from kafkalog_spark.recovery.verify_job import verify_spark\n"
         f"s = session('local[{cores}]')\n"
-        f"verify_spark(s, {str(path)!r})\n"  # warm-up: workers start, numba caches load
+        f"verify_spark(s, {str(path)!r}, deep={deep})\n"  # warm-up: workers start, numba caches load
         "best = 1e9\n"
         f"for _ in range({repeat}):\n"
-        "    t = time.perf_counter(); verify_spark(s, sys.argv[1]); best = min(best, time.perf_counter() - t)\n"
+        f"    t = time.perf_counter(); verify_spark(s, sys.argv[1], deep={deep})\n"
+        "    best = min(best, time.perf_counter() - t)\n"
         "print(json.dumps(best))\n")
     out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
                          check=True)
     return float(out.stdout.strip().splitlines()[-1])
+
+
+def scan_seconds(files: list[Path], procs: int) -> float:
+    """The machine's ceiling for a memory-bound pass: ``procs`` processes at once each sum
+    (as uint64 words) an equal share of the page-cached ``files`` — the same bytes verify reads.
+    Processes start, import, then wait for one go signal; the slowest one's time counts."""
+    code = (
+        "import mmap, sys, time, numpy as np\n"
+        "sys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.readline()\n"
+        "t = time.perf_counter()\n"
+        "for p in sys.argv[1:]:\n"
+        "    with open(p, 'rb') as f:\n"
+        "        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)\n"
+        "        np.frombuffer(m, np.uint64, len(m) // 8).sum()\n"
+        "print(time.perf_counter() - t)\n")
+    shares = [[str(f) for f in files[i::procs]] for i in range(procs)]
+    running = [subprocess.Popen([sys.executable, "-c", code, *share], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, text=True) for share in shares]
+    for r in running:
+        r.stdout.readline()
+    for r in running:
+        r.stdin.write("go\n")
+        r.stdin.flush()
+    return max(float(r.communicate()[0]) for r in running)
 
 
 def main() -> None:
@@ -114,7 +142,13 @@ def main() -> None:
             if not args.no_spark:
                 s1 = spark_seconds(path, 1, args.repeat)
                 s2 = spark_seconds(path, 2, args.repeat)
-                row.update(spark1=size / s1 / 1e9, spark2=size / s2 / 1e9, scaling=s1 / s2)
+                d1 = spark_seconds(path, 1, 1, deep=True)
+                d2 = spark_seconds(path, 2, 1, deep=True)
+                files = sorted(path.rglob("*.log"))
+                m1 = min(scan_seconds(files, 1) for _ in range(args.repeat))
+                m2 = min(scan_seconds(files, 2) for _ in range(args.repeat))
+                row.update(spark1=size / s1 / 1e9, spark2=size / s2 / 1e9, scaling=s1 / s2,
+                           deep_scaling=d1 / d2, deep2=size / d2 / 1e9, memory_scaling=m1 / m2)
             rows.append(row)
     print(f"machine: {platform.node()} · {platform.machine()} · {os.cpu_count()} cpus · "
           f"{platform.python_version()}")
@@ -125,15 +159,17 @@ def main() -> None:
     head = "| codec | .log GB | verify GB/s/core | verify --deep GB/s/core | rebuild-index GB/s/core |"
     sep = "|---|---:|---:|---:|---:|"
     if not args.no_spark:
-        head += " Spark local[1] GB/s | Spark local[2] GB/s | 1→2 speed-up |"
-        sep += "---:|---:|---:|"
+        head += (" Spark local[1] GB/s | Spark local[2] GB/s | 1→2 speed-up | Spark --deep local[2]"
+                 " GB/s | --deep 1→2 speed-up | memory-bound scan 1→2 speed-up (ceiling) |")
+        sep += "---:|---:|---:|---:|---:|---:|"
     print(head)
     print(sep)
     for r in rows:
         line = (f"| {r['codec']} | {r['GB']:.2f} | {r['verify']:.2f} | {r['deep']:.2f} | "
                 f"{r['rebuild']:.2f} |")
         if "spark1" in r:
-            line += f" {r['spark1']:.2f} | {r['spark2']:.2f} | {r['scaling']:.2f}× |"
+            line += (f" {r['spark1']:.2f} | {r['spark2']:.2f} | {r['scaling']:.2f}× |"
+                     f" {r['deep2']:.2f} | {r['deep_scaling']:.2f}× | {r['memory_scaling']:.2f}× |")
         print(line)
     print("\n" + json.dumps(rows))
 
