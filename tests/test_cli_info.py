@@ -57,6 +57,44 @@ def test_table_kraft_shows_metadata_log(shared_fixtures: Path) -> None:
     assert "2 orphan indexes" in meta and "3 kraft snapshots" in meta
 
 
+def test_effective_config_and_sources(shared_fixtures: Path, tmp_path: Path) -> None:
+    conf = tmp_path / "topics.json"
+    conf.write_text(json.dumps({"patient_admissions": {"min.cleanable.dirty.ratio": 0.1}}))
+    args = (str(shared_fixtures / KRAFT), "--config", "retention.ms=5",
+            "--config-file", str(conf))
+    out = run(*args)
+    lines = {line.split(":")[0].strip(): line for line in out.splitlines()
+             if line.startswith("    ")}
+    assert lines["__consumer_offsets"].endswith(
+        "__consumer_offsets: cleanup.policy=compact (metadata log), retention.ms=5 (option), "
+        "segment.bytes=104857600 (metadata log)")
+    assert "min.cleanable.dirty.ratio=0.1 (file)" in lines["patient_admissions"]
+    assert "min.cleanable.dirty.ratio" not in lines["_schemas"]
+    rep = json.loads(run(*args, "--json"))
+    configs = rep["log_dirs"][0]["topic_configs"]
+    assert configs["error"] is None
+    schemas = configs["topics"]["_schemas"]
+    assert schemas["cleanup.policy"] == {"value": "compact", "source": "metadata log"}
+    assert schemas["retention.ms"] == {"value": 5, "source": "option"}
+    assert schemas["delete.retention.ms"] == {"value": 86_400_000, "source": "default"}
+    # no metadata log: internal topics get the settings Kafka creates them with
+    plain = json.loads(run(str(shared_fixtures / DONALD), "--json"))["log_dirs"][0]
+    offsets = plain["topic_configs"]["topics"]["__consumer_offsets"]
+    assert offsets["cleanup.policy"] == {"value": "compact", "source": "internal topic"}
+    # a partition dir given directly finds the metadata log in its parent
+    one = json.loads(run(str(shared_fixtures / KRAFT / "_schemas-0"), "--json"))
+    assert one["topic_configs"]["topics"]["_schemas"]["cleanup.policy"]["source"] == "metadata log"
+    assert json.loads(run(str(shared_fixtures / KRAFT), "--json", "--shallow")
+                      )["log_dirs"][0]["topic_configs"] is None
+
+
+def test_bad_config_option_is_a_clean_error(shared_fixtures: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["info", str(shared_fixtures / DONALD), "--config", "retention.mss=1"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown topic config 'retention.mss'" in err and err.count("\n") == 1
+
+
 def test_json(shared_fixtures: Path) -> None:
     rep = json.loads(run(str(shared_fixtures / TUYEN), "--json"))
     (d,) = rep["log_dirs"]
@@ -121,3 +159,4 @@ def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str])
 def test_help() -> None:
     out = CliRunner().invoke(cli, ["info", "--help"]).output
     assert "--json" in out and "--shallow" in out and "read-only" in out
+    assert "--config" in out and "--config-file" in out and "effective config" in out

@@ -1,7 +1,10 @@
 """``kafkalog info`` (entry-point layer): what a set of log dirs holds, read-only.
 
 Topics, partitions, segments, offset and time ranges, sizes, magics, codecs, special dirs,
-crash leftovers and the lock status, as a table or as JSON. Builds on
+crash leftovers, the lock status and each topic's effective log-management config with the
+source of every value (:func:`kafkalog_spark.log.topic_config.effective_config`: options, config
+file, KRaft metadata log, internal-topic settings, Kafka defaults), as a table or as JSON.
+Builds on
 :func:`kafkalog_spark.log.discovery.discover` and :func:`~kafkalog_spark.log.discovery.describe_segment`;
 it opens files only for reading and never changes a byte or a modification time.
 """
@@ -15,8 +18,11 @@ from typing import Any
 
 import click
 
+from ..errors import KafkaLogError
 from ..log.discovery import (LogDir, LogDirs, PartitionDir, Segment, describe_segment,
                              discover)
+from ..log.topic_config import SOURCE_DEFAULT, effective_config, metadata_topic_configs
+from .options import config_options, parse_config_options
 
 
 def segment_report(seg: Segment, shallow: bool) -> dict[str, Any]:
@@ -64,8 +70,26 @@ def partition_report(part: PartitionDir, shallow: bool) -> dict[str, Any]:
     return out
 
 
-def log_dir_report(d: LogDir, shallow: bool) -> dict[str, Any]:
-    """One log dir: its files, lock status and partition dirs."""
+def topic_configs(parts: list[PartitionDir], metadata_dir: Path | None,
+                  options: dict[str, Any] | None, config_file: str | None) -> dict[str, Any]:
+    """``{"topics": {topic: {name: {"value", "source"}}}, "error": str | None}`` for the topics of
+    ``parts``; the KRaft metadata log is read from ``metadata_dir`` (a log dir) when given. A
+    metadata log that cannot be read is reported in ``error`` and left out, not fatal."""
+    metadata, error = {}, None
+    if metadata_dir is not None:
+        try:
+            metadata = metadata_topic_configs(metadata_dir)
+        except KafkaLogError as exc:
+            error = f"cannot read topic configs from the metadata log: {exc}"
+    topics = sorted({p.topic for p in parts if p.topic is not None})
+    return {"topics": {t: effective_config(t, options=options, config_file=config_file,
+                                           metadata=metadata).to_dict() for t in topics},
+            "error": error}
+
+
+def log_dir_report(d: LogDir, shallow: bool, options: dict[str, Any] | None = None,
+                   config_file: str | None = None) -> dict[str, Any]:
+    """One log dir: its files, lock status, partition dirs and its topics' effective configs."""
     return {
         "path": str(d.path), "meta_properties": d.meta_properties,
         "meta_properties_error": d.meta_properties_error,
@@ -77,10 +101,14 @@ def log_dir_report(d: LogDir, shallow: bool) -> dict[str, Any]:
                          if d.metadata_log is not None else None),
         "skipped": _names(d.skipped), "leftovers": _names(d.leftovers),
         "unknown": _names(d.unknown),
+        # shallow reads no .log, and the metadata log is a log: no config section then
+        "topic_configs": (None if shallow else
+                          topic_configs(list(d.partitions), d.path, options, config_file)),
     }
 
 
-def report(found: LogDirs, shallow: bool = False) -> dict[str, Any]:
+def report(found: LogDirs, shallow: bool = False, *, options: dict[str, Any] | None = None,
+           config_file: str | None = None) -> dict[str, Any]:
     """Everything :func:`discover` found as one JSON-ready dict.
 
     Parameters
@@ -88,11 +116,21 @@ def report(found: LogDirs, shallow: bool = False) -> dict[str, Any]:
     found : LogDirs
         The result of :func:`~kafkalog_spark.log.discovery.discover`.
     shallow : bool
-        Skip reading ``.log`` headers (offset/time ranges then absent).
+        Skip reading ``.log`` headers (offset/time ranges and topic configs then absent: the
+        KRaft metadata log is a log too).
+    options, config_file : optional
+        Topic config overrides, as for ``kafkalog compact``/``retain``; each topic's effective
+        config is reported with the source of every value.
     """
+    parents = {p.path.parent for p in found.partitions}
     return {
-        "log_dirs": [log_dir_report(d, shallow) for d in found.log_dirs],
+        "log_dirs": [log_dir_report(d, shallow, options, config_file) for d in found.log_dirs],
         "partitions": [partition_report(p, shallow) for p in found.partitions],
+        # partition dirs given directly: their parent may hold the metadata log
+        "topic_configs": (None if shallow else
+                          topic_configs(list(found.partitions),
+                                        parents.pop() if len(parents) == 1 else None,
+                                        options, config_file)),
         "duplicates": [
             {"topic": d.topic, "partition": d.partition, "paths": [str(p) for p in d.paths],
              "kinds": list(d.kinds), "replica_move": d.is_move}
@@ -132,16 +170,33 @@ def render(rep: dict[str, Any]) -> str:
         for label in ("skipped", "leftovers", "unknown"):
             if d[label]:
                 lines.append(f"  {label}: {', '.join(d[label])}")
+        lines.extend("  " + row for row in _config_lines(d["topic_configs"]))
         lines.append("")
     if rep["partitions"]:
         lines.append("partition dirs")
         lines.extend("  " + row for row in _table(rep["partitions"]))
+        lines.extend("  " + row for row in _config_lines(rep["topic_configs"]))
         lines.append("")
     for dup in rep["duplicates"]:
         what = "replica move in progress" if dup["replica_move"] else "CONFLICT"
         lines.append(f"{dup['topic']}-{dup['partition']} is in {len(dup['paths'])} places "
                      f"({what}): {', '.join(dup['paths'])}")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _config_lines(configs: dict[str, Any] | None) -> list[str]:
+    """Each topic's values that are not Kafka's defaults, with their sources."""
+    if configs is None or (not configs["topics"] and not configs["error"]):
+        return []
+    lines = ["topic config (values other than Kafka's defaults, with their source; "
+             "--json lists every value):"]
+    if configs["error"]:
+        lines.append(f"  {configs['error']}")
+    for topic, values in configs["topics"].items():
+        changed = [f"{name}={v['value']} ({v['source']})" for name, v in values.items()
+                   if v["source"] != SOURCE_DEFAULT]
+        lines.append(f"  {topic}: {', '.join(changed) if changed else 'all defaults'}")
+    return lines
 
 
 def _table(parts: list[dict[str, Any]]) -> list[str]:
@@ -205,14 +260,20 @@ def _extreme(fn: Any, values: list[int | None]) -> int | None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 @click.option("--shallow", is_flag=True,
               help="Only list directories and stat files; do not read .log headers.")
-def command(paths: tuple[Path, ...], as_json: bool, shallow: bool) -> None:
+@config_options("retention.ms=86400000")
+def command(paths: tuple[Path, ...], as_json: bool, shallow: bool, configs: tuple[str, ...],
+            config_file: str | None) -> None:
     """Summarise Kafka log dirs, partition dirs or .log files (read-only).
 
     Shows topics, partitions, segments, offset and time ranges, sizes, record formats (magic),
-    codecs, special dirs (-delete/-future/-stray), crash leftovers and whether a broker holds
-    the log dir's lock.
+    codecs, special dirs (-delete/-future/-stray), crash leftovers, whether a broker holds
+    the log dir's lock, and each topic's effective config (cleanup.policy, retention, compaction
+    settings) with where each value came from: --config, --config-file, the KRaft metadata
+    log, internal-topic settings, or Kafka's defaults — what `kafkalog compact` and
+    `kafkalog retain` would use with the same options.
     """
-    rep = report(discover(list(paths)), shallow=shallow)
+    rep = report(discover(list(paths)), shallow=shallow, options=parse_config_options(configs),
+                 config_file=config_file)
     if as_json:
         click.echo(json.dumps(rep, indent=2))
     else:

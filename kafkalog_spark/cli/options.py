@@ -1,7 +1,8 @@
-"""Shared option bundles (entry-point layer) for the maintenance commands (compact, retain).
+"""Shared option bundles (entry-point layer) for the maintenance commands (compact, retain) and
+the topic-config options ``kafkalog info`` shares with them.
 
-One definition of the options every mutating maintenance command takes, so their names, help
-texts and parsing cannot drift apart.
+One definition of the options every command takes, so their names, help texts and parsing
+cannot drift apart.
 """
 
 from __future__ import annotations
@@ -14,28 +15,42 @@ import click
 from ..errors import InvalidOptionError
 
 
-def maintenance_options(config_example: str) -> Callable[[Any], Any]:
-    """``LOG_DIRS...``, ``--execute``, ``--now``, ``--config``, ``--config-file``, ``--topic``;
-    ``config_example`` shows a typical ``--config`` override in the help text."""
-    decorators = [
-        click.argument("log_dirs", nargs=-1, required=True,
-                       type=click.Path(exists=True, file_okay=False)),
-        click.option("--execute", is_flag=True,
-                     help="Change the disk (default: dry run, only plan)."),
-        click.option("--now", "now_ms", type=int, help="Current time in ms (reproducible runs)."),
-        click.option("--config", "configs", multiple=True, metavar="NAME=VALUE",
-                     help=f"Topic config override for every topic, e.g. {config_example}."),
-        click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
-                     help="JSON ({topic: {name: value}} or flat) or .properties topic configs."),
-        click.option("--topic", "topics", multiple=True, help="Only these topics."),
-    ]
-
+def _apply(decorators: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
     def apply(fn: Any) -> Any:
         for decorator in reversed(decorators):
             fn = decorator(fn)
         return fn
 
     return apply
+
+
+def _config_decorators(config_example: str) -> list[Callable[[Any], Any]]:
+    return [
+        click.option("--config", "configs", multiple=True, metavar="NAME=VALUE",
+                     help=f"Topic config override for every topic, e.g. {config_example}."),
+        click.option("--config-file", type=click.Path(exists=True, dir_okay=False),
+                     help="JSON ({topic: {name: value}} or flat) or .properties topic configs."),
+    ]
+
+
+def config_options(config_example: str) -> Callable[[Any], Any]:
+    """``--config NAME=VALUE`` (repeatable) and ``--config-file``: topic config overrides
+    (parse ``--config`` with :func:`parse_config_options`)."""
+    return _apply(_config_decorators(config_example))
+
+
+def maintenance_options(config_example: str) -> Callable[[Any], Any]:
+    """``LOG_DIRS...``, ``--execute``, ``--now``, ``--config``, ``--config-file``, ``--topic``;
+    ``config_example`` shows a typical ``--config`` override in the help text."""
+    return _apply([
+        click.argument("log_dirs", nargs=-1, required=True,
+                       type=click.Path(exists=True, file_okay=False)),
+        click.option("--execute", is_flag=True,
+                     help="Change the disk (default: dry run, only plan)."),
+        click.option("--now", "now_ms", type=int, help="Current time in ms (reproducible runs)."),
+        *_config_decorators(config_example),
+        click.option("--topic", "topics", multiple=True, help="Only these topics."),
+    ])
 
 
 def parse_config_options(items: tuple[str, ...]) -> dict[str, str]:
