@@ -1,17 +1,36 @@
-"""Compaction with engine="spark": same bytes as the local path (key shuffle + group rewrites)."""
+"""Compaction with engine="spark": same bytes as the local path (key shuffle + group rewrites),
+nothing left behind, a crash in the swap recovered."""
 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
 from kafkalog_spark import verify
+from kafkalog_spark.codec import checkpoints as C
 from kafkalog_spark.compaction.compact import compact
+from kafkalog_spark.log import naming as N
+from kafkalog_spark.log.atomic import write_checkpoint_file
+from kafkalog_spark.log.writer import STAGING_INFIX
 
-from test_compaction import T, batches, build_partition, rec, rows, txn_log
+from test_compaction import D, T, batches, build_partition, rec, rows, txn_log, worked_example
 
 pytestmark = pytest.mark.spark
+
+
+def leftovers(root: Path) -> list[str]:
+    """Staging folders next to the log dir and .cleaned/.swap files inside it."""
+    return sorted([p.name for p in root.parent.iterdir() if STAGING_INFIX in p.name]
+                  + [p.name for p in root.rglob("*") if p.suffix in (".cleaned", ".swap")])
+
+
+def same_files(a: Path, b: Path, names: list[str]) -> None:
+    for name in names:
+        for f in sorted((a / name).iterdir()):
+            if f.suffix in (".log", ".index", ".timeindex", ".txnindex"):
+                assert (b / name / f.name).read_bytes() == f.read_bytes(), f.name
 
 
 def test_spark_engine_matches_local(spark, tmp_path):
@@ -29,10 +48,95 @@ def test_spark_engine_matches_local(spark, tmp_path):
     assert rows(other) == rows(log_dir)
     for name in ("a-0", "b-3"):
         assert batches(other / name) == batches(log_dir / name)
-        for f in sorted((log_dir / name).iterdir()):
-            if f.suffix in (".log", ".index", ".timeindex", ".txnindex"):
-                assert (other / name / f.name).read_bytes() == f.read_bytes(), f.name
+    same_files(log_dir, other, ["a-0", "b-3"])
     assert verify(other, deep=True).ok
-    assert dist.metrics["records_kept"] == local.metrics["records_kept"]
+    for key in ("records_kept", "bytes_written", "batches_copied", "batches_rebuilt"):
+        assert dist.metrics[key] == local.metrics[key], key
     assert dist.metrics["shuffle_seconds"] >= 0 and dist.metrics["rewrite_seconds"] >= 0
-    assert not list(tmp_path.glob("*kafkalog-compact*"))
+    assert leftovers(other) == []
+
+
+def test_uncompacted_clean_range_takes_the_semi_join(spark, tmp_path):
+    """A cleaner checkpoint over a range that was never compacted: keys with several clean
+    records and no dirty one keep all of them (the semi-join pass), as the local engine does."""
+    log_dir = tmp_path / "local"
+    key = lambda i: (b"c%d" % (i % 3)) if i < 16 else (b"d%d" % (i % 4))  # noqa: E731
+    segs = [[rec(i, key(i), b"v%d" % i) for i in range(j, j + 8)]
+            for j in range(0, 32, 8)] + [[rec(32, b"z", b"last")]]
+    build_partition(log_dir, segs)
+    write_checkpoint_file(log_dir / N.CLEANER_OFFSET_CHECKPOINT,
+                          C.format_offset_checkpoint({("t", 0): 16}))
+    other = tmp_path / "spark"
+    shutil.copytree(log_dir, other)
+    opts = {"cleanup.policy": "compact"}
+    compact(log_dir, now_ms=T, execute=True, force=True, options=opts)
+    compact(other, now_ms=T, execute=True, force=True, options=opts, engine="spark", spark=spark)
+    kept = [r[0] for r in rows(other)]
+    assert kept == [r[0] for r in rows(log_dir)]
+    assert kept[:16] == list(range(16))  # clean keys absent from the dirty range: all kept
+    same_files(log_dir, other, ["t-0"])
+    assert leftovers(other) == []
+
+
+class Crash(Exception):
+    pass
+
+
+def test_crash_in_the_swap_then_recover(spark, tmp_path):
+    """The Spark engine's swap renames the task-written .cleaned files: a crash at each step
+    of it, then recover, gives the old or the new records, never a mix."""
+    from kafkalog_spark.recovery.recover import recover
+
+    opts = {"cleanup.policy": "compact", "delete.retention.ms": D}
+    ref, _ = worked_example(tmp_path / "ref")
+    old = rows(ref)
+    labels: list[str] = []
+    compact(ref, now_ms=T, execute=True, options=opts, engine="spark", spark=spark,
+            step=labels.append)
+    new = rows(ref)
+    assert not any(label.startswith("write 00000000000000000000.log") for label in labels)
+    for k in sorted({0, len(labels) // 2, len(labels) - 1}):
+        log_dir, _ = worked_example(tmp_path / f"c{k}")
+        seen = [0]
+
+        def step(label: str) -> None:
+            if seen[0] == k:
+                raise Crash(label)
+            seen[0] += 1
+
+        with pytest.raises(Crash):
+            compact(log_dir, now_ms=T, execute=True, options=opts, engine="spark", spark=spark,
+                    step=step)
+        assert not [p for p in log_dir.parent.iterdir() if STAGING_INFIX in p.name]
+        recover(log_dir, execute_plan=True)
+        assert rows(log_dir) in (old, new), labels[k]
+        assert verify(log_dir, deep=True).ok, labels[k]
+
+
+def test_error_before_the_swap_removes_what_tasks_wrote(spark, tmp_path):
+    """A source segment vanishing after planning fails the job naming the file; no .cleaned
+    file or staging folder stays, and once the file is back the log is unchanged."""
+    import kafkalog_spark.compaction.spark_job as job
+
+    log_dir, _ = worked_example(tmp_path)
+    before = rows(log_dir)
+    real, moved = job.group_items, []
+
+    def vanish(plans):
+        items = real(plans)
+        src = Path(items[-1][0].sources[-1].log)
+        src.rename(tmp_path / "moved.log")
+        moved.append(src)
+        return items
+
+    job.group_items = vanish
+    try:
+        with pytest.raises(Exception) as info:
+            compact(log_dir, now_ms=T, execute=True, options={"cleanup.policy": "compact"},
+                    engine="spark", spark=spark)
+    finally:
+        job.group_items = real
+    assert moved[0].name in str(info.value)
+    assert leftovers(log_dir) == []
+    (tmp_path / "moved.log").rename(moved[0])
+    assert rows(log_dir) == before and verify(log_dir).ok

@@ -128,7 +128,8 @@ def txn_indexes(outputs: Sequence[GroupOutput]) -> list[bytes | None]:
 
 def swap_in(plan: CleaningPlan, outputs: Sequence[GroupOutput], *, step: Step | None = None) -> None:
     """Replace the rewritten segments of one partition and write its cleaner checkpoint."""
-    new = [NewSegment(o.base_offset, o.log, txnindex=t, mtime=o.mtime)
+    new = [NewSegment(o.base_offset, o.log, txnindex=t, mtime=o.mtime,
+                      log_written=o.path is not None)
            for o, t in zip(outputs, txn_indexes(outputs))]
     old = [s.base_offset for g in plan.groups for s in g.sources]
     replace_segments(plan.state.path, new, old, step=step)
@@ -198,15 +199,15 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             fresh = discover(log_dir.path).log_dirs[0]
             plans = plan_log_dir(fresh, **kw)
             if engine == "spark":
-                from .spark_job import remove_staging, rewrite_spark
+                from .spark_job import rewrite_spark
 
-                outputs = rewrite_spark(plans, result.stats, spark=spark)
+                with rewrite_spark(plans, result.stats, spark=spark) as outputs:
+                    for plan in plans:
+                        swap_in(plan, outputs[plan.state.tp], step=step)
             else:
                 outputs = rewrite_local(plans, result.stats)
-            for plan in plans:
-                swap_in(plan, outputs[plan.state.tp], step=step)
-            if engine == "spark":
-                remove_staging(result.stats)
+                for plan in plans:
+                    swap_in(plan, outputs[plan.state.tp], step=step)
             result.plans += plans
     both = sorted({p.state.topic for p in result.plans if p.config.delete})
     if both:

@@ -21,7 +21,9 @@ batch; otherwise dropped. Legacy entries are always rebuilt as v2 (Kafka 4.x, KI
 
 from __future__ import annotations
 
+import io
 from dataclasses import dataclass, field
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -40,12 +42,15 @@ _KEYS = DecodeOptions(include_metadata=True)
 
 @dataclass
 class GroupOutput:
-    """The cleaned segment of one group, and counters."""
+    """The cleaned segment of one group, and counters. ``path`` names the file that already
+    holds ``log`` when a task wrote it in place (``<base>.log.cleaned`` in the partition dir:
+    the swap then renames it instead of writing the bytes again)."""
 
     base_offset: int
-    log: bytearray
+    log: bytes | bytearray | memoryview
     mtime: float
     stats: dict[str, int] = field(default_factory=dict)
+    path: str | None = None
 
 
 def _ms(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
@@ -123,7 +128,7 @@ def _spec(t, i: int, *, base: int, horizon: int | None, last_delta: int | None,
 
 
 def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray,
-                     out: bytearray, stats: dict[str, int]) -> None:
+                     out: BinaryIO, stats: dict[str, int]) -> None:
     now, end = task.now_ms, task.end_offset
     with mapped_file(src.log) as buf:
         t = scan_entries(buf)
@@ -168,7 +173,7 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray,
             need_horizon = ((kept_tomb[i] or (discard[i] and control_entry[i]))
                             and not horizon_flag[i])
             if kept and kept == per_entry[i] and magic == 2 and not need_horizon:
-                out += buf[pos:pos + size].tobytes()
+                out.write(buf[pos:pos + size])
                 stats["batches_copied"] += 1
             elif kept:
                 if ts_ms is None:
@@ -187,21 +192,22 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray,
                 headers = cols["headers"].take(idx)
                 if magic < 2:
                     headers = pa.array([[] for _ in range(len(idx))], headers.type)
-                out += encode_batch(cols["key"].take(idx), cols["value"].take(idx),
-                                    ts_ms[idx], spec=spec, offset_deltas=offsets[idx] - base,
-                                    headers=headers)
+                out.write(encode_batch(cols["key"].take(idx), cols["value"].take(idx),
+                                       ts_ms[idx], spec=spec, offset_deltas=offsets[idx] - base,
+                                       headers=headers))
                 stats["batches_rebuilt"] += 1
             elif retain_empty and magic == 2:
-                out += encode_batch([], [], [], spec=_spec(
+                out.write(encode_batch([], [], [], spec=_spec(
                     t, i, base=int(t.offset[i]), horizon=None,
-                    last_delta=int(t.last_offset_delta[i]), empty=True))
+                    last_delta=int(t.last_offset_delta[i]), empty=True)))
                 stats["batches_emptied"] += 1
             else:
                 continue
             stats["records_kept"] += kept
 
 
-def rewrite_group(task: GroupTask, retained: np.ndarray) -> GroupOutput:
+def rewrite_group(task: GroupTask, retained: np.ndarray, sink: BinaryIO | None = None
+                  ) -> GroupOutput:
     """Rewrite one group of segments into one cleaned segment.
 
     Parameters
@@ -211,19 +217,24 @@ def rewrite_group(task: GroupTask, retained: np.ndarray) -> GroupOutput:
     retained : numpy int64 array
         Sorted offsets of the group's keyed records that are the latest for their key
         (:func:`retained_offsets_local` or the Spark shuffle).
+    sink : binary file, optional
+        Where the cleaned bytes go, batch by batch (a Spark task streams them into the
+        ``.cleaned`` file, so its memory does not grow with the group); default: memory.
 
     Returns
     -------
     GroupOutput
-        The segment's ``.log`` bytes (base offset = the group's first segment's), its
-        and the last source segment's mtime (the ``.txnindex`` is derived by the driver,
-        which sees the groups in order).
+        The segment's ``.log`` bytes (empty when written to ``sink``; base offset = the
+        group's first segment's) and the last source segment's mtime (the ``.txnindex`` is
+        derived by the driver, which sees the groups in order).
     """
     stats = dict.fromkeys(("bytes_read", "records_read", "records_kept", "batches_copied",
                            "batches_rebuilt", "batches_emptied"), 0)
-    out = bytearray()
+    out = io.BytesIO() if sink is None else sink
+    start = out.tell()
     retained = np.sort(np.asarray(retained, np.int64))
     for src in task.sources:
         _rewrite_segment(task, src, retained, out, stats)
-    stats["bytes_written"] = len(out)
-    return GroupOutput(task.base_offset, out, task.sources[-1].mtime, stats)
+    stats["bytes_written"] = out.tell() - start
+    log = out.getbuffer() if sink is None else b""
+    return GroupOutput(task.base_offset, log, task.sources[-1].mtime, stats)

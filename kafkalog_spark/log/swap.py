@@ -3,7 +3,8 @@ the load-time passes that finish or roll back an interrupted one.
 
 Replacement, ``LocalLog.replaceSegments`` (KAFKA_FORMATS §12.8), as :func:`replace_segments`::
 
-    1  write every new segment file as <name>.cleaned, fsync, set mtime; fsync the dir
+    1  write every new segment file as <name>.cleaned, fsync, set mtime; fsync the dir (a
+       ``.log.cleaned`` a Spark task already wrote and fsynced in place is not written again)
     2  rename .cleaned -> .swap, new segments in DESCENDING base-offset order; fsync the dir
     3  rename every file of each old segment (ascending) to <name>.deleted
     4  rename .swap -> <name> (the .log first, as changeFileSuffixes does); fsync the dir
@@ -190,7 +191,10 @@ def view_after(pdir: str | os.PathLike[str], actions: Sequence[SwapAction]) -> d
 @dataclass(frozen=True)
 class NewSegment:
     """A segment to swap in. Missing ``index``/``timeindex`` are built from ``log`` with
-    recovery's rule; ``txnindex`` is written only when given (Kafka creates it lazily)."""
+    recovery's rule; ``txnindex`` is written only when given (Kafka creates it lazily).
+    ``log_written``: ``<base>.log.cleaned`` in the partition dir already holds ``log`` (written
+    and fsynced by whoever produced it, e.g. a Spark task; ``log`` is then a map of that file),
+    so step 1 only sets its mtime."""
 
     base_offset: int
     log: bytes | bytearray | memoryview
@@ -198,6 +202,7 @@ class NewSegment:
     timeindex: bytes | None = None
     txnindex: bytes | None = None
     mtime: float | None = None  # Kafka gives cleaned segments the newest old segment's mtime
+    log_written: bool = False
 
 
 def _segment_files(seg: NewSegment) -> list[tuple[str, bytes | bytearray | memoryview]]:
@@ -270,11 +275,16 @@ def replace_segments(pdir: str | os.PathLike[str], new: Sequence[NewSegment],
         for kind, content in _segment_files(seg):
             final = pdir / N.segment_file_name(seg.base_offset, kind)
             cleaned = final.with_name(f"{final.name}.{N.CLEANED}")
-            say(f"write {cleaned.name}")
-            with open(cleaned, "wb") as f:
-                f.write(memoryview(content))
-                f.flush()
-                os.fsync(f.fileno())
+            if kind == N.LOG and seg.log_written:
+                if not cleaned.is_file():
+                    raise KafkaLogError("the cleaned segment a task wrote is missing",
+                                        Location(str(cleaned), None, seg.base_offset))
+            else:
+                say(f"write {cleaned.name}")
+                with open(cleaned, "wb") as f:
+                    f.write(memoryview(content))
+                    f.flush()
+                    os.fsync(f.fileno())
             if seg.mtime is not None:
                 os.utime(cleaned, (seg.mtime, seg.mtime))
             pairs.append((cleaned, final))
