@@ -19,6 +19,7 @@ import os
 import platform
 import sys
 import tempfile
+import threading
 import time
 from datetime import date
 from pathlib import Path
@@ -52,19 +53,54 @@ def make_segments(root: Path, n: int) -> Path:
     return log_dir
 
 
+def rss_bytes() -> int:
+    """This process's anonymous resident memory now (``RssAnon`` in /proc: heap and buffers,
+    not the page cache of memory-mapped segment files, which the kernel can drop)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("RssAnon:"):
+                return int(line.split()[1]) * 1024
+    raise OSError("no RssAnon in /proc/self/status")
+
+
+class PeakRss:
+    """Samples this process's anonymous RSS every 20 ms while in the ``with`` block; ``growth``
+    is the peak above the value at entry (what the driver holds for the job, not what made
+    the data)."""
+
+    def __enter__(self) -> "PeakRss":
+        self.base = self.peak = rss_bytes()
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self.done.wait(0.02):
+            self.peak = max(self.peak, rss_bytes())
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.thread.join()
+        self.peak = max(self.peak, rss_bytes())
+        self.growth = self.peak - self.base
+
+
 def compaction_row(log_dir: Path, records: int, engine: str, label: str) -> tuple[str, str, str]:
     """Compact ``log_dir`` once (forced) and describe the round as a table row."""
     size = sum(f.stat().st_size for f in (log_dir / "bench-0").glob("*.log"))
     t0 = time.perf_counter()
-    r = compact(log_dir, execute=True, force=True, engine=engine,
-                options={"cleanup.policy": "compact"})
+    with PeakRss() as rss:
+        r = compact(log_dir, execute=True, force=True, engine=engine,
+                    options={"cleanup.policy": "compact"})
     wall = time.perf_counter() - t0
     m = r.metrics
     return (f"{label}compaction ({engine}), {records:,} records, {size / 1e6:.0f} MB, "
             f"10% unique keys", f"{size / 1e6 / wall:.1f} MB/s, "
             f"{records / wall / 1e6:.2f} M records/s",
             f"wall {wall:.1f} s: key pass {m.get('shuffle_seconds', 0):.1f} s, "
-            f"rewrite {m.get('rewrite_seconds', 0):.1f} s, kept {m['records_kept']:,}")
+            f"rewrite {m.get('rewrite_seconds', 0):.1f} s, kept {m['records_kept']:,}; "
+            f"driver anonymous RSS +{rss.growth / 2**20:.0f} MiB")
 
 
 def main(argv: list[str] | None = None) -> int:
