@@ -178,10 +178,19 @@ def test_transactions(tmp_path):
     txn = (pdir / N.segment_file_name(0, N.TXN_INDEX)).read_bytes()
     assert struct.unpack(">hqqqq", txn) == (0, 8, 3, 5, 6)  # first offset as recovery derives it
     assert verify(log_dir, deep=True).ok
-    # later rounds change nothing while those batches are the producers' last ones
+    # later rounds change nothing while those batches are the producers' last ones (producers
+    # not yet expired)
+    (log_dir / N.CLEANER_OFFSET_CHECKPOINT).unlink()
+    cmp(log_dir, now_ms=T + 2 * D, execute=True, force=True,
+        options={"delete.retention.ms": D, "producer.id.expiration.ms": 10 * D})
+    assert batches(pdir) == first
+    assert verify(log_dir, deep=True).ok
+    # once producers expired (idle >= producer.id.expiration.ms, default one day) their last
+    # batches are no longer kept: producer 8's empty batch goes
     (log_dir / N.CLEANER_OFFSET_CHECKPOINT).unlink()
     cmp(log_dir, now_ms=T + 2 * D, execute=True, force=True, options={"delete.retention.ms": D})
-    assert batches(pdir) == first
+    assert (3, 3, 0x10, 0) not in batches(pdir)
+    assert [r[:3] for r in rows(log_dir)] == [(1, b"k1", b"t1"), (7, b"k3", b"i7"), (8, b"k2", b"v8")]
     assert verify(log_dir, deep=True).ok
 
 
@@ -343,3 +352,45 @@ def test_cli_compact(tmp_path):
     done = CliRunner().invoke(cli, args + ["--execute", "--json"])
     assert done.exit_code == 0, done.output
     assert '"records_kept": 3' in done.output and len(rows(log_dir)) == 3
+
+
+def test_rebuilt_log_append_time_batch_matches_kafka(tmp_path):
+    """A rebuilt LOG_APPEND_TIME batch: Kafka's cleaner reads each record's timestamp as the
+    batch's append time (DefaultRecord.readFrom overrides it when the batch is LOG_APPEND_TIME)
+    and rebuilds with the original timestamp type and logAppendTime = maxTimestamp
+    (MemoryRecords.buildRetainedRecordsInto), so every kept record gets delta 0 and the base
+    timestamp becomes the append time; the producer's own per-record deltas are gone."""
+    from kafkalog_spark.codec import layout as L
+
+    append = T + 5_000
+    spec = BatchSpec(base_offset=0, timestamp_type=L.LOG_APPEND_TIME, log_append_time=append)
+    first = encode_batch([b"a", b"b", b"a"], [b"1", b"2", b"3"], [T, T + 7, T + 30], spec=spec)
+    log_dir = tmp_path / "logs"
+    build_partition(log_dir, [[first], [rec(3, b"z", b"last")]])
+    cmp(log_dir, now_ms=T, execute=True, force=True)
+    data = (log_dir / "t-0" / N.segment_file_name(0, N.LOG)).read_bytes()
+    t = scan_entries(data)
+    assert t.count[0] == 2 and int(t.last_offset[0]) == 2
+    expect = encode_batch([b"b", b"a"], [b"2", b"3"], [append, append], offset_deltas=[1, 2],
+                          spec=BatchSpec(base_offset=0, timestamp_type=L.LOG_APPEND_TIME,
+                                         log_append_time=append, last_offset_delta=2))
+    assert data[:int(t.entry_size[0])] == expect
+    assert [r[3] for r in rows(log_dir)][:2] == [rows(log_dir)[0][3]] * 2
+
+
+@pytest.mark.parametrize("now, options, emptied", [
+    (T, {}, True),                                   # producer active: its last batch stays
+    (T + D - 1, {}, True),
+    (T + D, {}, False),                              # idle for producer.id.expiration.ms
+    (T + 10, {"producer.id.expiration.ms": 10}, False),
+])
+def test_expired_producers_lose_their_last_batch(tmp_path, now, options, emptied):
+    segs = [[rec(0, b"k", b"old", producer_id=7, producer_epoch=0, base_sequence=0),
+             rec(1, b"k", b"new")], [rec(2, b"z", b"x")]]
+    log_dir = tmp_path / "logs"
+    build_partition(log_dir, segs)
+    cmp(log_dir, options=options, now_ms=now, execute=True, force=True)
+    got = batches(log_dir / "t-0")
+    assert ((0, 0, 0, 0) in got) is emptied  # the 61-byte empty batch of producer 7
+    assert [r[0] for r in rows(log_dir)] == [1, 2]
+    assert verify(log_dir).ok

@@ -68,8 +68,11 @@ def generate(ops) -> tuple[list[bytes], list[tuple[int, bytes | None, bytes | No
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(op, min_size=1, max_size=30), cuts=st.lists(st.integers(1, 6), min_size=1,
-                                                                  max_size=8))
-def test_one_round_equals_the_model(ops, cuts):
+                                                                  max_size=8),
+       late=st.booleans())
+def test_one_round_equals_the_model(ops, cuts, late):
+    """``late``: the round runs two days after the records, when every producer has expired
+    (producer.id.expiration.ms): their last batches are no longer kept, records are the same."""
     batches, model = generate(ops)
     segments, i = [], 0
     for c in cuts:
@@ -82,7 +85,7 @@ def test_one_round_equals_the_model(ops, cuts):
     try:
         log_dir = tmp / "logs"
         build_partition(log_dir, segments + [[]])
-        compact(log_dir, now_ms=T, execute=True, force=True,
+        compact(log_dir, now_ms=T + 2 * 86_400_000 if late else T, execute=True, force=True,
                 options={"cleanup.policy": "compact", "segment.bytes": 400})
         t = read_log(log_dir, include_control=False)
         got = list(zip(t.column("offset").to_pylist(), t.column("key").to_pylist(),

@@ -14,8 +14,10 @@ Per partition::
 Per batch of the rewrite range: ``can_discard`` (``CleanedTransactionMetadata``: aborted data,
 markers whose transaction has no data left, emptied control batches) and ``last_of_producer``
 (the last data batch of each producer in the producer state, or its marker when it has no data
-batch). The producer state is replayed from the first segment; producer expiration is not
-applied (every producer in the log counts as active).
+batch). The producer state is replayed from the first segment; a producer counts as active
+unless it has expired as ``ProducerStateManager.isProducerExpired`` decides at ``now``: no open
+transaction and ``now - its last timestamp >= producer.id.expiration.ms`` (a broker removes
+those from its producer state, so the cleaner no longer keeps their last batch).
 """
 
 from __future__ import annotations
@@ -192,17 +194,25 @@ def _control_type(buf: np.ndarray, position: int, size: int) -> int:
     return int.from_bytes(key[2:4], "big", signed=True) if key and len(key) >= 4 else -1
 
 
-def transaction_facts(segs: list[SegmentState], tracker_at_end: ProducerStateTracker
+def active_producers(tracker: ProducerStateTracker, now_ms: int, expiration_ms: int
+                     ) -> dict[int, tuple[int, int]]:
+    """``{producer id: (last data offset, epoch)}`` of the producers that have not expired at
+    ``now_ms`` (``ProducerStateManager.isProducerExpired``: no open transaction and ``now -
+    lastTimestamp >= producer.id.expiration.ms``)."""
+    return {pid: (p.last_offset, p.epoch) for pid, p in tracker.producers.items()
+            if p.current_txn_first_offset >= 0 or now_ms - p.timestamp < expiration_ms}
+
+
+def transaction_facts(segs: list[SegmentState], producers: dict[int, tuple[int, int]]
                       ) -> dict[int, tuple[frozenset[int], frozenset[int]]]:
     """Per segment base offset: ``(can_discard, last_of_producer)`` batch last offsets
-    (§15.6, §15.8)."""
+    (§15.6, §15.8); ``producers`` as :func:`active_producers` gives them."""
     aborted_tracker = ProducerStateTracker()
     aborted = []
     for s in segs:
         with mapped_file(s.segment.log) as buf:
             aborted += aborted_tracker.apply(buf, file=str(s.segment.log))
     aborted.sort(key=lambda t: t.first_offset)
-    producers = {pid: (p.last_offset, p.epoch) for pid, p in tracker_at_end.producers.items()}
     ongoing_aborted: dict[int, bool] = {}  # producer id -> a data batch of it was observed
     committed: set[int] = set()
     k = 0
@@ -264,7 +274,8 @@ def plan_partition(state: PartitionState, config: TopicConfig, *, cleaner_checkp
     plan = CleaningPlan(state, config, first_dirty, first_unclean, clean, cleanable, reason)
     groups = group_segments(segs, first_unclean, config.segment_bytes, config.segment_index_bytes)
     rewritten = [s for g in groups for s in g]
-    facts = transaction_facts(rewritten, tracker)
+    facts = transaction_facts(rewritten, active_producers(tracker, now_ms,
+                                                          config.producer_id_expiration_ms))
     # retainLegacyDeletesAndTxnMarkers: newer than (last clean segment's mtime - delete.retention.ms)
     clean_segs = [s for s in segs if s.base_offset < first_dirty and s is not segs[-1]]
     legacy_horizon = (clean_segs[-1].mtime_ms - config.delete_retention_ms) if clean_segs else 0

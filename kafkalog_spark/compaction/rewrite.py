@@ -17,6 +17,10 @@ rebuilt (same base offset, lastOffsetDelta, producer fields, epoch, codec, times
 horizon = now + delete.retention.ms when a kept tombstone or a discardable marker first needs
 one); none kept and (last batch of an active producer or of the round) -> the 61-byte empty
 batch; otherwise dropped. Legacy entries are always rebuilt as v2 (Kafka 4.x, KIP-724).
+A rebuilt LOG_APPEND_TIME batch gets every record's timestamp as the append time, so its record
+deltas become 0: Kafka's cleaner does the same (DefaultRecord.readFrom reports the batch's
+maxTimestamp for each record of such a batch; MemoryRecords.buildRetainedRecordsInto rebuilds
+with the original timestamp type and logAppendTime = maxTimestamp).
 """
 
 from __future__ import annotations

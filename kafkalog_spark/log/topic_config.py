@@ -42,6 +42,9 @@ CONFIG_TABLE: dict[str, tuple[Any, type, str]] = {
     "segment.bytes": (1_073_741_824, int, "largest segment; bounds cleaned segment groups"),
     "segment.index.bytes": (10_485_760, int, "largest index file; bounds cleaned segment groups"),
     "file.delete.delay.ms": (60_000, int, "delay before .deleted files are removed"),
+    # a broker setting (not a topic one): compaction keeps the last batch of active producers
+    "producer.id.expiration.ms": (86_400_000, int,
+                                  "a producer idle this long (no open transaction) expires"),
 }
 INTERNAL_TOPIC_CONFIG = {"__consumer_offsets": {"cleanup.policy": "compact"},
                          "__transaction_state": {"cleanup.policy": "compact"}}
@@ -66,6 +69,7 @@ class TopicConfig:
     segment_bytes: int
     segment_index_bytes: int
     file_delete_delay_ms: int
+    producer_id_expiration_ms: int
     sources: dict[str, str] = field(default_factory=dict)  # kafka name -> source
 
     @property
