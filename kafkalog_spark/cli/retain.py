@@ -46,6 +46,9 @@ def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
     """Delete segments below the log start offset, beyond retention.bytes or older than
     retention.ms (never above the high watermark, never the active segment), updating
     log-start-offset-checkpoint first. Refuses a log dir a broker holds.
+
+    The high watermark comes from replication-offset-checkpoint; a partition missing from it
+    deletes nothing, as on a broker (its high watermark starts at the log start offset).
     """
     result = retain(list(log_dirs), execute=execute, now_ms=now_ms,
                     options=parse_config_options(configs), config_file=config_file,
