@@ -107,3 +107,14 @@ class InvalidOptionError(KafkaLogError, ValueError):
 
     def __str__(self) -> str:  # options have no file location
         return self.reason
+
+
+class SparkSetupError(KafkaLogError):
+    """Spark cannot start here (no Java, or a Java too old for this PySpark); the message says
+    how to fix it. Local commands without ``--spark`` do not need Java."""
+
+    def __init__(self, message: str) -> None:
+        KafkaLogError.__init__(self, message, Location())
+
+    def __str__(self) -> str:  # about the machine, not a file
+        return self.reason

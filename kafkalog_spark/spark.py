@@ -11,8 +11,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
+import shutil
+import subprocess
 import sys
 from typing import TYPE_CHECKING, Any
+
+from .errors import SparkSetupError
 
 if TYPE_CHECKING:  # pyspark is imported only when a session is asked for
     from pyspark.sql import SparkSession
@@ -28,6 +33,40 @@ SESSION_CONF: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
 }
+MIN_JAVA = 17  # PySpark 4.x runs on Java 17 or 21
+
+
+def java_version() -> tuple[str, int]:
+    """The ``java`` Spark would start (``$JAVA_HOME/bin/java``, else ``java`` on ``PATH``) and
+    its major version.
+
+    Raises
+    ------
+    SparkSetupError
+        No Java found, it does not run, or it is older than :data:`MIN_JAVA` — with what to do.
+    """
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    where = f"JAVA_HOME={home}" if home else "PATH"
+    if not java or not os.access(java, os.X_OK):
+        raise SparkSetupError(
+            f"Spark needs Java {MIN_JAVA} or newer, and none was found ({where}). Install one "
+            f"(e.g. `apt install openjdk-17-jre-headless`) and put it on PATH or set JAVA_HOME. "
+            f"Commands without --spark (info, dump, verify --local, recover, compact/retain "
+            f"with the local engine, migrate --engine local) work without Java.")
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise SparkSetupError(f"cannot run {java} -version: {exc}") from exc
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        raise SparkSetupError(f"cannot tell the version of {java}: {out.stderr.strip()[:200]}")
+    major = int(match.group(1))
+    major = int(match.group(2)) if major == 1 and match.group(2) else major  # "1.8" is Java 8
+    if major < MIN_JAVA:
+        raise SparkSetupError(f"{java} is Java {major}; Spark {MIN_JAVA}+ is needed. Point "
+                              f"JAVA_HOME at a Java {MIN_JAVA} or 21 installation.")
+    return java, major
 
 
 def session(master: str | None = None, *, app_name: str = "kafkalog", driver_memory: str = "2g",
@@ -50,12 +89,18 @@ def session(master: str | None = None, *, app_name: str = "kafkalog", driver_mem
         ``pyspark_kafkalog`` package by itself; otherwise the source is registered here. An
         already active session is returned as it is (call :func:`register` on it if this
         package is not installed where its Python workers run).
+
+    Raises
+    ------
+    SparkSetupError
+        No usable Java (:func:`java_version`).
     """
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    java_version()  # a clear message instead of Spark's "Java gateway process exited"
     # the Python workers must run this interpreter, with this package importable
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
