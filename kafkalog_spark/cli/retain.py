@@ -48,7 +48,8 @@ def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
     log-start-offset-checkpoint first. Refuses a log dir a broker holds.
 
     The high watermark comes from replication-offset-checkpoint; a partition missing from it
-    deletes nothing, as on a broker (its high watermark starts at the log start offset).
+    deletes nothing above its log start offset, as on a broker (its high watermark starts at
+    the log start offset; a live leader would soon raise it, offline it stays there).
     """
     result = retain(list(log_dirs), execute=execute, now_ms=now_ms,
                     options=parse_config_options(configs), config_file=config_file,

@@ -17,7 +17,9 @@ markers whose transaction has no data left, emptied control batches) and ``last_
 batch). The producer state is replayed from the first segment; a producer counts as active
 unless it has expired as ``ProducerStateManager.isProducerExpired`` decides at ``now``: no open
 transaction and ``now - its last timestamp >= producer.id.expiration.ms`` (a broker removes
-those from its producer state, so the cleaner no longer keeps their last batch).
+those from its producer state, so the cleaner no longer keeps their last batch). A broker
+notices expiry at its next check (producer.id.expiration.check.interval.ms, 10 minutes by
+default); offline, expiry is applied exactly at ``now``.
 """
 
 from __future__ import annotations
