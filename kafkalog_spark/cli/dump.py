@@ -13,6 +13,7 @@ import sys
 import click
 
 from ..errors import InvalidOptionError
+from .progress import Progress, plain_files, progress_option
 from ..log.dump import (DEFAULT_MAX_MESSAGE_SIZE, FORMATS, JAVA_INT_MAX, STRING_DECODER_CLASSES,
                         DumpOptions, dump_files)
 
@@ -52,12 +53,13 @@ def _decoder_class(option: str, value: str | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="text: kafka-dump-log.sh lines; jsonl: one JSON object per batch, record, "
                    "index entry and report item.")
+@progress_option
 def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool,
             deep_iteration: bool, verify_index_only: bool, index_sanity_check: bool,
             max_message_size: int, max_bytes: int, key_decoder_class: str | None,
             value_decoder_class: str | None, offsets_decoder: bool,
             transaction_log_decoder: bool, cluster_metadata_decoder: bool,
-            skip_record_metadata: bool, fmt: str) -> None:
+            skip_record_metadata: bool, fmt: str, progress: bool | None) -> None:
     """Dump .log, .index, .timeindex, .txnindex, .snapshot and KRaft .checkpoint files the way
     kafka-dump-log.sh (Kafka 4.x) prints them. Never changes a file."""
     _decoder_class("--key-decoder-class", key_decoder_class)
@@ -77,7 +79,8 @@ def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool
         skip_record_metadata=skip_record_metadata, format=fmt)
     out = click.get_text_stream("stdout")
     err = click.get_text_stream("stderr")
-    report = dump_files(targets, options, out, err)
+    with Progress("dump", enabled=progress, files=plain_files(targets), unit="files"):
+        report = dump_files(targets, options, out, err)
     out.flush()
     if not report.ok:
         sys.exit(1)

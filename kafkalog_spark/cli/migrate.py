@@ -13,6 +13,7 @@ import json
 import click
 
 from ..delta.migrate import migrate
+from .progress import Progress, progress_option, segment_files
 
 
 def render(metrics: dict) -> str:
@@ -54,7 +55,8 @@ def render(metrics: dict) -> str:
 @click.option("--metadata/--no-metadata", default=True, show_default=True,
               help="Keep the Kafka metadata columns.")
 @click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]),
-              default="read_uncommitted", show_default=True)
+              default="read_uncommitted", show_default=True,
+              help="read_committed leaves out aborted transactions' records and markers.")
 @click.option("--decode-internal/--no-decode-internal", default=True, show_default=True,
               help="Typed columns for __consumer_offsets / __transaction_state.")
 @click.option("--fail-on-data-loss/--no-fail-on-data-loss", default=True, show_default=True,
@@ -65,11 +67,12 @@ def render(metrics: dict) -> str:
 @click.option("--master", default=None, help="Spark master for --spark (default local[*]).")
 @click.option("--dry-run", is_flag=True, help="Only plan; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
+@progress_option
 def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_pattern: str | None,
             layout: str, partition_by: str | None, headers: bool, metadata: bool,
             isolation_level: str, decode_internal: bool, fail_on_data_loss: bool,
             app_id_prefix: str, use_spark: bool, master: str | None, dry_run: bool,
-            as_json: bool) -> None:
+            as_json: bool, progress: bool | None) -> None:
     """Migrate the records of Kafka log dirs SRC... into Delta tables under DEST.
 
     Each run continues where the last stopped (offsets recorded in the tables as Delta
@@ -81,10 +84,14 @@ def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_patt
         from ..spark import session
 
         spark = session(master, app_name="kafkalog-migrate")
-    metrics = migrate(list(src), dest, spark=spark, dry_run=dry_run,
-                      topics=list(topics) or None, topic_pattern=topic_pattern, layout=layout,
-                      partition_by=partition_by, include_headers=headers,
-                      include_metadata=metadata, isolation_level=isolation_level,
-                      decode_internal=decode_internal, fail_on_data_loss=fail_on_data_loss,
-                      app_id_prefix=app_id_prefix, engine="spark" if use_spark else "local")
+    # with --spark the tasks read the files in other processes: the line shows elapsed time
+    files = [] if use_spark else segment_files(list(src))
+    with Progress("migrate", enabled=progress, files=files):
+        metrics = migrate(list(src), dest, spark=spark, dry_run=dry_run,
+                          topics=list(topics) or None, topic_pattern=topic_pattern,
+                          layout=layout, partition_by=partition_by, include_headers=headers,
+                          include_metadata=metadata, isolation_level=isolation_level,
+                          decode_internal=decode_internal, fail_on_data_loss=fail_on_data_loss,
+                          app_id_prefix=app_id_prefix,
+                          engine="spark" if use_spark else "local")
     click.echo(json.dumps(metrics, indent=2) if as_json else render(metrics))

@@ -13,9 +13,11 @@ import sys
 import click
 
 from ..recovery.rebuild import INDEX_KINDS, RebuildReport, rebuild_indexes
+from .progress import Progress, progress_option, segment_files
 
 
 def render(report: RebuildReport) -> str:
+    """The plan (or what was written) as text, one line per index file."""
     lines = [a.describe() for a in report.actions]
     lines.extend(f"note: {n}" for n in report.notes)
     if report.quarantine:
@@ -38,12 +40,14 @@ def render(report: RebuildReport) -> str:
 @click.option("--quarantine", "quarantine_dir", type=click.Path(file_okay=False),
               help="Where replaced index contents are kept.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@progress_option
 def command(paths: tuple[str, ...], execute: bool, force: bool, kinds: tuple[str, ...],
-            quarantine_dir: str | None, as_json: bool) -> None:
+            quarantine_dir: str | None, as_json: bool, progress: bool | None) -> None:
     """Rebuild missing, inconsistent (or with --force, all) index files of log dirs, partition
     dirs or .log files. Replaced files are kept in the quarantine. Refuses a locked log dir."""
-    report = rebuild_indexes(list(paths), execute_plan=execute, force=force,
-                             kinds=kinds or INDEX_KINDS, quarantine_dir=quarantine_dir)
+    with Progress("rebuild-index", enabled=progress, files=segment_files(list(paths))):
+        report = rebuild_indexes(list(paths), execute_plan=execute, force=force,
+                                 kinds=kinds or INDEX_KINDS, quarantine_dir=quarantine_dir)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render(report))
     if report.actions and not execute:
         sys.exit(1)

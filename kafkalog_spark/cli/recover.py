@@ -13,6 +13,7 @@ import sys
 import click
 
 from ..recovery.recover import RecoveryReport, recover
+from .progress import Progress, progress_option, segment_files
 
 
 def render(report: RecoveryReport) -> str:
@@ -43,14 +44,16 @@ def render(report: RecoveryReport) -> str:
 @click.option("--quarantine", "quarantine_dir", type=click.Path(file_okay=False),
               help="Quarantine root (default: <log dir>.kafkalog-quarantine next to the log dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@progress_option
 def command(log_dirs: tuple[str, ...], execute: bool, quarantine_dir: str | None,
-            as_json: bool) -> None:
+            as_json: bool, progress: bool | None) -> None:
     """Finish interrupted swaps, cut each partition at its first invalid batch (the cut bytes and
     later segments go to a quarantine with a SHA-256 manifest), rebuild indexes, producer
     snapshots, leader-epoch and offset checkpoints. Refuses a log dir a broker holds.
     """
-    report = recover(list(log_dirs), execute_plan=execute, quarantine_dir=quarantine_dir,
-                     step=None)
+    with Progress("recover", enabled=progress, files=segment_files(list(log_dirs))):
+        report = recover(list(log_dirs), execute_plan=execute, quarantine_dir=quarantine_dir,
+                         step=None)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render(report))
     if report.changed and not execute:
         sys.exit(1)

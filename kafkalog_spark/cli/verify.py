@@ -19,6 +19,7 @@ import click
 
 from ..log.discovery import discover
 from ..log.verify import VerifyReport, verify
+from .progress import Progress, progress_option, segment_files
 
 
 def render(report: VerifyReport) -> str:
@@ -52,8 +53,10 @@ def render(report: VerifyReport) -> str:
 @click.option("--master", default=None, help="Spark master for --spark (default local[*]).")
 @click.option("--spark-threshold", type=int, default=None,
               help="Use Spark from this many bytes of .log files on (default 16 GiB).")
+@progress_option
 def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool, use_spark: bool,
-            use_local: bool, master: str | None, spark_threshold: int | None) -> None:
+            use_local: bool, master: str | None, spark_threshold: int | None,
+            progress: bool | None) -> None:
     """Check CRCs, structure, offsets, indexes, transaction indexes, producer snapshots and
     checkpoints of log dirs, partition dirs or .log files.
 
@@ -72,10 +75,13 @@ def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool,
         from ..recovery.verify_job import verify_spark
         from ..spark import session
 
-        report = verify_spark(session(master), list(paths), deep=deep,
-                              check_indexes=not no_indexes)
+        # Spark tasks read the files in other processes: the line shows the elapsed time
+        with Progress("verify (spark)", enabled=progress):
+            report = verify_spark(session(master), list(paths), deep=deep,
+                                  check_indexes=not no_indexes)
     else:
-        report = verify(list(paths), deep=deep, check_indexes=not no_indexes)
+        with Progress("verify", enabled=progress, files=segment_files(list(paths))):
+            report = verify(list(paths), deep=deep, check_indexes=not no_indexes)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
