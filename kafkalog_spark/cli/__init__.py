@@ -1,15 +1,19 @@
 """Command line (entry-point layer): ``kafkalog`` — a thin click layer over the library.
 
 Each command lives in its own module and registers itself on :data:`main`; library errors
-(:class:`~kafkalog_spark.errors.KafkaLogError`) become clean one-line messages with exit code 2,
-never tracebacks.
+(:class:`~kafkalog_spark.errors.KafkaLogError`) and OS errors (a directory this user may not
+list) become clean one-line messages naming the file, with exit code 2, never tracebacks.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import io
+import os
 import sys
+import tempfile
+from pathlib import Path
 
 import click
 
@@ -52,8 +56,45 @@ def cli() -> None:
     """Read, verify and repair Apache Kafka log directories offline."""
 
 
+def _numba_cache_fallback() -> None:
+    """Point numba's cache at a per-user temp folder when it could write neither next to the
+    sources (a read-only install) nor under ``$HOME`` (a service user without one): numba then
+    fails every cached kernel with "cannot cache function ... no locator available"."""
+    if os.environ.get("NUMBA_CACHE_DIR"):
+        return
+    package = Path(__file__).resolve().parents[1] / "codec"
+    pycache = package / "__pycache__"
+    if os.access(pycache if pycache.is_dir() else package, os.W_OK):
+        return
+    home = Path(os.path.expanduser("~"))
+    if home.is_dir() and os.access(home, os.W_OK):
+        return  # numba's user-wide cache (~/.cache) works
+    # numba's cache files are pickles: only a folder this user alone owns and can write is
+    # safe in a shared /tmp (another user could plant one under a guessable name)
+    path = os.path.join(tempfile.gettempdir(), f"kafkalog-numba-cache-{os.getuid()}")
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError:
+        return
+    st = os.lstat(path)
+    if not (os.path.isdir(path) and not os.path.islink(path) and st.st_uid == os.getuid()
+            and not st.st_mode & 0o022):
+        path = tempfile.mkdtemp(prefix="kafkalog-numba-cache-")
+    os.environ["NUMBA_CACHE_DIR"] = path
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``kafkalog`` script: library errors become one-line messages."""
+    """Entry point of the ``kafkalog`` script: library and OS errors become one-line messages."""
+    _numba_cache_fallback()
+    for stream in (sys.stdout, sys.stderr):
+        # a directory name that is not UTF-8 (surrogate-escaped by Python) is printed as its
+        # bytes, not a UnicodeEncodeError in the middle of a report (the process's own
+        # streams only: a caller's replacement stream is left as it is)
+        if (stream is sys.__stdout__ or stream is sys.__stderr__) and \
+                isinstance(stream, io.TextIOWrapper) and stream.errors == "strict":
+            stream.reconfigure(errors="surrogateescape")
     try:
         cli.main(args=argv, prog_name="kafkalog", standalone_mode=False)
     except click.exceptions.Exit as exc:
@@ -69,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # e.g. a partition dir this user may not list
+        where = f" (file {exc.filename})" if exc.filename else ""
+        click.echo(f"Error: {exc.strerror or exc}{where}", err=True)
+        return 2
     return 0
 
 

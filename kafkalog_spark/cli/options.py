@@ -1,5 +1,5 @@
-"""Shared option bundles (entry-point layer) for the maintenance commands (compact, retain) and
-the topic-config options ``kafkalog info`` shares with them.
+"""Shared option bundles (entry-point layer) for the maintenance commands (compact, retain), the
+topic-config options ``kafkalog info`` shares with them, and the check of named files.
 
 One definition of the options every command takes, so their names, help texts and parsing
 cannot drift apart.
@@ -8,6 +8,7 @@ cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import click
@@ -62,3 +63,29 @@ def parse_config_options(items: tuple[str, ...]) -> dict[str, str]:
             raise InvalidOptionError(f"--config takes name=value, got {item!r}")
         out[name.strip()] = value.strip()
     return out
+
+
+def refuse_symlinked_files(paths: tuple[str, ...] | list[str]) -> None:
+    """Refuse a named ``.log`` file that is a symlink, or whose index siblings are symlinks
+    leading out of its folder.
+
+    Log dirs and partition dirs are checked by discovery; a single named file is taken with its
+    ``.index``/``.timeindex``/``.txnindex`` siblings, which a planted symlink could point
+    anywhere (and ``rebuild-index --execute`` would then write into the link's target folder).
+    """
+    from ..errors import Location, LogDirError
+
+    for item in paths:
+        path = Path(item)
+        if path.is_dir() or not path.name.endswith(".log"):
+            continue
+        if path.is_symlink():
+            raise LogDirError("the named .log is a symlink; name the file it points to",
+                              Location(file=str(path)))
+        stem = path.name[:-len(".log")]
+        folder = path.parent.resolve()
+        for suffix in (".index", ".timeindex", ".txnindex"):
+            sibling = path.parent / (stem + suffix)
+            if sibling.is_symlink() and not sibling.resolve().is_relative_to(folder):
+                raise LogDirError(f"symlink leads outside {folder} to {sibling.resolve()}; "
+                                  "refusing to follow it", Location(file=str(sibling)))

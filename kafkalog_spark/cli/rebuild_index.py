@@ -13,6 +13,7 @@ import sys
 import click
 
 from ..recovery.rebuild import INDEX_KINDS, RebuildReport, rebuild_indexes
+from .options import refuse_symlinked_files
 from .progress import Progress, progress_option, segment_files
 
 
@@ -45,6 +46,7 @@ def command(paths: tuple[str, ...], execute: bool, force: bool, kinds: tuple[str
             quarantine_dir: str | None, as_json: bool, progress: bool | None) -> None:
     """Rebuild missing, inconsistent (or with --force, all) index files of log dirs, partition
     dirs or .log files. Replaced files are kept in the quarantine. Refuses a locked log dir."""
+    refuse_symlinked_files(paths)
     with Progress("rebuild-index", enabled=progress, files=segment_files(list(paths))):
         report = rebuild_indexes(list(paths), execute_plan=execute, force=force,
                                  kinds=kinds or INDEX_KINDS, quarantine_dir=quarantine_dir)

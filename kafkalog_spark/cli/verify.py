@@ -19,6 +19,7 @@ import click
 
 from ..log.discovery import discover
 from ..log.verify import VerifyReport, verify
+from .options import refuse_symlinked_files
 from .progress import Progress, progress_option, segment_files
 
 
@@ -65,6 +66,7 @@ def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool,
     """
     if use_spark and use_local:
         raise click.UsageError("--spark and --local exclude each other")
+    refuse_symlinked_files(paths)
     if not use_local and not use_spark:
         from ..recovery.verify_job import SPARK_THRESHOLD_BYTES
 

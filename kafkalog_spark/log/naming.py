@@ -11,6 +11,12 @@ Kafka's rules (KAFKA_FORMATS §8)::
 
 The offset of a file is everything before its **first** dot (``LogFileUtils.offsetFromFileName``).
 Parsing is strict in what it returns and names the offending file in a :class:`LogDirError`.
+
+A topic parsed from a directory name must be a name Kafka could have created
+(``Topic.validate``: ``[a-zA-Z0-9._-]``, not ``.`` or ``..``). A broker's loader does not check
+this, but every such name on disk is foreign (a copy, a hand-made folder), and the topic is
+later joined into paths (``DEST/<topic>`` of a migration): ``..`` would climb out, non-UTF-8
+bytes cannot become an Arrow string. Such directories are reported as unknown instead.
 """
 
 from __future__ import annotations
@@ -77,6 +83,7 @@ SPECIAL_DIR_KINDS = (DELETE_DIR, FUTURE_DIR, STRAY_DIR)
 _SPECIAL_DIR_PATTERN = {k: re.compile(rf"^(\S+)-(\S+)\.(\S+)-{k}$") for k in SPECIAL_DIR_KINDS}
 _KRAFT_SNAPSHOT = re.compile(r"^(\d+)-(\d+)\.checkpoint(?:\.(part|deleted))?$")
 _DIGITS = re.compile(r"^\d+$")
+_LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")  # Topic.validate's character set (ASCII only)
 
 
 def _error(message: str, name: str) -> LogDirError:
@@ -243,7 +250,8 @@ def parse_partition_dir_name(name: str) -> PartitionDirName:
     Raises
     ------
     LogDirError
-        "not in the form of topic-partition" when Kafka would refuse to load the directory.
+        "not in the form of topic-partition" when Kafka would refuse to load the directory, or
+        when the topic is not a name Kafka could have created (see the module docstring).
     """
     kind = None
     uuid = None
@@ -260,6 +268,11 @@ def parse_partition_dir_name(name: str) -> PartitionDirName:
     topic, partition = base[:dash], base[dash + 1:]
     if dash <= 0 or not _DIGITS.match(partition) or int(partition) > INT32_MAX:
         raise _error("directory name is not in the form topic-partition", name)
+    if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):
+        raise _error("directory name is not in the form topic-partition: the topic is not a "
+                     "legal Kafka topic name ([a-zA-Z0-9._-], not '.' or '..')",
+                     name.encode("utf-8", "backslashreplace").decode("ascii", "replace")
+                     if not name.isascii() else name)
     return PartitionDirName(topic, int(partition), kind, uuid)
 
 
@@ -285,6 +298,9 @@ def partition_dir_name(topic: str, partition: int, kind: str | None = None,
     if not topic or partition < 0:
         raise _error("a partition dir needs a non-empty topic and a partition >= 0",
                      f"{topic}-{partition}")
+    if not _LEGAL_TOPIC.match(topic) or topic in (".", ".."):  # never a path: no '/', no '..'
+        raise _error(f"illegal topic name {topic!r}: [a-zA-Z0-9._-], not '.' or '..'",
+                     f"{topic!r}-{partition}")
     if kind is None:
         return f"{topic}-{partition}"
     if kind not in SPECIAL_DIR_KINDS or not uuid:
