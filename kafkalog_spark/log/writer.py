@@ -52,7 +52,8 @@ import os
 import re
 import shutil
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -82,6 +83,7 @@ _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")
 _MODES = ("append", "error", "overwrite")
 _RENAME_EXCHANGE = 2  # linux/fs.h
 _AT_FDCWD = -100
+Step = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -166,7 +168,7 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
               index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
               max_batch_records: int = 10_000, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
               leader_epoch: int = 0, topic_ids: dict[str, str] | None = None,
-              compression_level: int | None = None) -> dict:
+              compression_level: int | None = None, step: Step | None = None) -> dict:
     """Write records as Kafka partition dirs under ``log_dir`` (created if missing).
 
     Parameters
@@ -196,6 +198,9 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
     topic_ids : dict, optional
         ``{topic: base64url topic id}`` for new ``partition.metadata`` files; a topic that has
         none gets the id already used in this log dir, else a random one.
+    step : callable, optional
+        ``step(label)`` is called before each change to the log dir while publishing (progress;
+        tests kill the process there).
 
     Returns
     -------
@@ -209,6 +214,9 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
         Bad options, topic names or columns.
     LogDirLockedError
         A running broker holds the log dir's ``.lock``.
+    LogDirError
+        A file could not be written (full disk, file size limit, a file removed under us); the
+        message names the file. Nothing is published when staging fails.
     """
     if mode not in _MODES:
         raise InvalidOptionError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
@@ -229,7 +237,7 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
                 stager.add(rows)
                 staged.append(stager.finish())
             written = publish(log_dir, staged, mode=mode, leader_epoch=leader_epoch,
-                              topic_ids=topic_ids, staging=staging)
+                              topic_ids=topic_ids, staging=staging, step=step)
     finally:
         remove_staging_dir(staging)
     return metrics(written)
@@ -286,6 +294,26 @@ def check_topic(topic: str) -> None:
         raise InvalidOptionError(
             f"illegal topic name {topic!r}: 1-{MAX_TOPIC_LENGTH} characters of [a-zA-Z0-9._-], "
             "not '.' or '..'")
+
+
+# --- disk errors ----------------------------------------------------------------------------
+
+
+@contextmanager
+def disk_errors(what: str, path: str | os.PathLike[str] | None = None) -> Iterator[None]:
+    """Turn an ``OSError`` (full disk, file size limit, a file removed by someone else) into a
+    :class:`LogDirError` naming the file: the one the OS names, else ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        name = exc.filename if exc.filename is not None else path
+        raise LogDirError(f"{what} failed: {exc.strerror or exc}",
+                          Location(None if name is None else os.fspath(name))) from exc
+
+
+def _say(step: Step | None, label: str) -> None:
+    if step is not None:
+        step(label)
 
 
 # --- staging folder -------------------------------------------------------------------------
@@ -354,7 +382,8 @@ class PartitionStager:
         if partition < 0:
             raise InvalidOptionError(f"partition must be >= 0, got {partition}")
         self.directory = Path(directory)
-        self.directory.mkdir(parents=True, exist_ok=True)
+        with disk_errors("creating the staging folder", self.directory):
+            self.directory.mkdir(parents=True, exist_ok=True)
         self.topic, self.partition, self.order, self.settings = topic, partition, order, settings
         self._pending: list[pa.Table] = []
         self._pending_rows = self._pending_bytes = 0
@@ -363,6 +392,7 @@ class PartitionStager:
         self._last: int | None = None  # last offset written (offset column)
         self._segments: list[StagedSegment] = []
         self._open: dict | None = None  # the segment being written
+        self._writing: Path = self.directory  # the file a failed write names
 
     def add(self, rows: pa.Table | pa.RecordBatch) -> None:
         """Queue rows (input order is offset order) and encode when enough are pending."""
@@ -380,12 +410,14 @@ class PartitionStager:
         self._pending_bytes += sum(rows[c].nbytes for c in ("key", "value") if c in rows.column_names)
         if self._pending_rows >= max(FLUSH_ROWS, self.settings.max_batch_records) \
                 or self._pending_bytes >= FLUSH_BYTES:
-            self._flush()
+            with self._staging_errors():
+                self._flush()
 
     def finish(self) -> StagedPartition:
         """Encode what is pending, close the open segment, and describe the staged output."""
-        self._flush()
-        self._close_segment()
+        with self._staging_errors():
+            self._flush()
+            self._close_segment()
         return StagedPartition(self.topic, self.partition, str(self.directory), self.order,
                                bool(self._offsets_fixed), tuple(self._segments))
 
@@ -425,7 +457,7 @@ class PartitionStager:
         self._next = self._last + 1
 
     def _open_segment(self, base: int) -> None:
-        path = self.directory / N.segment_file_name(base, N.LOG)
+        path = self._writing = self.directory / N.segment_file_name(base, N.LOG)
         self._open = {"base": base, "path": path, "file": open(path, "xb"), "size": 0,
                       "batches": 0, "records": 0, "last": base}
 
@@ -440,6 +472,7 @@ class PartitionStager:
         if seg is None:
             return
         f = seg["file"]
+        self._writing = seg["path"]
         f.flush()
         os.fsync(f.fileno())
         f.close()
@@ -449,17 +482,33 @@ class PartitionStager:
                                     file=str(seg["path"]))
         for kind, content in ((N.INDEX, indexes.offset_index.to_bytes()),
                               (N.TIME_INDEX, indexes.time_index.to_bytes())):
-            with open(self.directory / N.segment_file_name(seg["base"], kind), "xb") as out:
+            self._writing = self.directory / N.segment_file_name(seg["base"], kind)
+            with open(self._writing, "xb") as out:
                 out.write(content)
                 out.flush()
                 os.fsync(out.fileno())
         self._segments.append(StagedSegment(seg["base"], seg["last"], seg["records"],
                                             seg["batches"], seg["size"]))
 
+    @contextmanager
+    def _staging_errors(self) -> Iterator[None]:
+        """A failed write names the segment being written and closes it (the caller removes
+        the staging folder; nothing was published)."""
+        try:
+            yield
+        except OSError as exc:
+            self.abandon()
+            name = exc.filename if exc.filename is not None else self._writing
+            raise LogDirError(f"staging a segment failed: {exc.strerror or exc}",
+                              Location(os.fspath(name))) from exc
+
     def abandon(self) -> None:
         """Close the open file after a failure (the staging folder is removed by the caller)."""
         if self._open is not None:
-            self._open["file"].close()
+            try:
+                self._open["file"].close()
+            except OSError:
+                pass  # closing flushes the buffer, which fails again on a full disk
             self._open = None
 
 
@@ -482,7 +531,7 @@ class _Plan:
 
 def publish(log_dir: str | os.PathLike[str], staged: Iterable[StagedPartition], *, mode: str,
             leader_epoch: int, topic_ids: dict[str, str] | None = None,
-            staging: str | os.PathLike[str]) -> list[PartitionWrite]:
+            staging: str | os.PathLike[str], step: Step | None = None) -> list[PartitionWrite]:
     """Publish staged segments into ``log_dir`` (the caller holds its ``.lock``).
 
     Every partition is checked first (leftovers of an interrupted operation, an unclean last
@@ -506,11 +555,19 @@ def publish(log_dir: str | os.PathLike[str], staged: Iterable[StagedPartition], 
         ``{topic: base64url id}`` for new ``partition.metadata`` files.
     staging : path
         The write's staging folder (replacement dirs are assembled there).
+    step : callable, optional
+        ``step(label)`` before each change to the log dir (see :func:`write_log`).
 
     Returns
     -------
     list of PartitionWrite
         One per partition that received records, in (topic, partition) order.
+
+    Raises
+    ------
+    LogDirError
+        A refusal (nothing changed), or a failed rename/write naming the file; what a failure
+        part way leaves is what a crash there leaves (module docstring).
     """
     if mode not in _MODES:
         raise InvalidOptionError(f"mode must be one of {', '.join(_MODES)}; got {mode!r}")
@@ -522,9 +579,13 @@ def publish(log_dir: str | os.PathLike[str], staged: Iterable[StagedPartition], 
     plans = [_plan(log_dir, t, p, outputs, mode) for (t, p), outputs in sorted(by_partition.items())]
     log_dir.mkdir(parents=True, exist_ok=True)
     assembly = Path(staging) / "_publish"
-    written = [_apply(plan, log_dir, assembly, leader_epoch, (topic_ids or {}).get(plan.topic))
-               for plan in plans]
-    _update_log_dir_checkpoints(log_dir, written)
+    written = []
+    for plan in plans:
+        with disk_errors("publishing", plan.pdir):
+            written.append(_apply(plan, log_dir, assembly, leader_epoch,
+                                  (topic_ids or {}).get(plan.topic), step))
+    with disk_errors("updating the log dir checkpoints", log_dir):
+        _update_log_dir_checkpoints(log_dir, written, step)
     return written
 
 
@@ -559,7 +620,7 @@ def _plan(log_dir: Path, topic: str, partition: int, outputs: list[StagedPartiti
 
 
 def _apply(plan: _Plan, log_dir: Path, assembly: Path, leader_epoch: int,
-           topic_id: str | None) -> PartitionWrite:
+           topic_id: str | None, step: Step | None) -> PartitionWrite:
     in_place = plan.existing is not None and not plan.replace
     target = plan.pdir if in_place else assembly / plan.pdir.name
     target.mkdir(parents=True, exist_ok=True)
@@ -567,7 +628,7 @@ def _apply(plan: _Plan, log_dir: Path, assembly: Path, leader_epoch: int,
                             replaced=plan.replace)
     for output, shift in plan.outputs:
         for seg in output.segments:
-            base = _move_segment(Path(output.directory), seg, shift, target)
+            base = _move_segment(Path(output.directory), seg, shift, target, step)
             result.segments.append(base)
             result.records += seg.records
             result.batches += seg.batches
@@ -579,28 +640,32 @@ def _apply(plan: _Plan, log_dir: Path, assembly: Path, leader_epoch: int,
         if old_meta.exists():
             shutil.copyfile(old_meta, target / N.PARTITION_METADATA)
     _write_partition_files(target, plan.existing if in_place else None, result, leader_epoch,
-                           topic_id, log_dir)
+                           topic_id, log_dir, step)
     if not in_place:
         if plan.replace:
-            _swap_into_place(target, plan.pdir, assembly)
+            _swap_into_place(target, plan.pdir, assembly, step)
         else:
+            _say(step, f"rename {target.name} into the log dir")
             os.rename(target, plan.pdir)
         fsync_dir(log_dir)
     return result
 
 
-def _move_segment(src_dir: Path, seg: StagedSegment, shift: int, target: Path) -> int:
+def _move_segment(src_dir: Path, seg: StagedSegment, shift: int, target: Path,
+                  step: Step | None = None) -> int:
     """Shift one staged segment by ``shift`` offsets and rename its files into ``target``,
     indexes first and ``.log`` last; returns the final base offset."""
     final = seg.base_offset + shift
     src_log = src_dir / N.segment_file_name(seg.base_offset, N.LOG)
     if shift:
+        _say(step, f"shift {src_log.name} by {shift}")
         shift_base_offsets(src_log, shift)
     dst_log = target / N.segment_file_name(final, N.LOG)
     if dst_log.exists() and dst_log.stat().st_size:
         raise LogDirError("a non-empty segment already exists at this base offset",
                           Location(str(dst_log), 0, final))
     for kind in (N.INDEX, N.TIME_INDEX, N.LOG):
+        _say(step, f"rename {N.segment_file_name(final, kind)} into {target.name}")
         os.replace(src_dir / N.segment_file_name(seg.base_offset, kind),
                    target / N.segment_file_name(final, kind))
     return final
@@ -637,15 +702,18 @@ def shift_base_offsets(path: str | os.PathLike[str], shift: int) -> None:
         os.fsync(f.fileno())
 
 
-def _swap_into_place(new: Path, pdir: Path, assembly: Path) -> None:
+def _swap_into_place(new: Path, pdir: Path, assembly: Path, step: Step | None = None) -> None:
     """Put ``new`` where ``pdir`` is; the old dir ends up under ``assembly`` and is deleted."""
     aside = assembly / (pdir.name + ".replaced")
+    _say(step, f"exchange {pdir.name} with its replacement")
     if _rename_exchange(new, pdir):
         os.rename(new, aside)  # ``new`` now holds the old partition dir
     else:
         os.rename(pdir, aside)
+        _say(step, f"rename the replacement of {pdir.name} into the log dir")
         os.rename(new, pdir)
     fsync_dir(pdir.parent)
+    _say(step, f"delete the replaced {pdir.name}")
     shutil.rmtree(aside)
 
 
@@ -692,21 +760,25 @@ def _log_end_offset(existing: PartitionDir | None) -> int:
 
 
 def _write_partition_files(pdir: Path, existing: PartitionDir | None, result: PartitionWrite,
-                           leader_epoch: int, topic_id: str | None, log_dir: Path) -> None:
+                           leader_epoch: int, topic_id: str | None, log_dir: Path,
+                           step: Step | None = None) -> None:
     """``leader-epoch-checkpoint``, ``partition.metadata`` and a producer snapshot at the new
     log end offset (what a broker leaves at a clean shutdown)."""
     epoch_file = pdir / N.LEADER_EPOCH_CHECKPOINT
     epochs = read_checkpoint_file(epoch_file, C.parse_leader_epoch_checkpoint)
     if leader_epoch >= 0 and result.records:
         epochs = C.assign_leader_epoch(epochs, leader_epoch, result.first_offset)
+    _say(step, f"write {pdir.name}/{N.LEADER_EPOCH_CHECKPOINT}")
     write_checkpoint_file(epoch_file, C.format_leader_epoch_checkpoint(epochs))
 
     meta = pdir / N.PARTITION_METADATA
     if not meta.exists():  # an existing partition keeps its topic id
         tid = topic_id or _topic_id_in(log_dir, result.topic) or _random_topic_id()
+        _say(step, f"write {pdir.name}/{N.PARTITION_METADATA}")
         write_checkpoint_file(meta, C.format_partition_metadata(tid))
 
     if result.segments:
+        _say(step, f"write {pdir.name} producer snapshot")
         _write_snapshot(pdir, existing, result)
 
 
@@ -741,7 +813,8 @@ def _random_topic_id() -> str:
     return C.uuid_to_string(raw)
 
 
-def _update_log_dir_checkpoints(log_dir: Path, written: list[PartitionWrite]) -> None:
+def _update_log_dir_checkpoints(log_dir: Path, written: list[PartitionWrite],
+                                step: Step | None = None) -> None:
     """Recovery point and high watermark move to the new log end offset (everything written is
     flushed and, offline, fully replicated); ``log-start-offset-checkpoint`` is created empty
     if missing (Kafka lists only partitions whose log start is above their first segment).
@@ -752,15 +825,18 @@ def _update_log_dir_checkpoints(log_dir: Path, written: list[PartitionWrite]) ->
         offsets = read_checkpoint_file(path, C.parse_offset_checkpoint)
         for w in written:
             offsets[(w.topic, w.partition)] = w.next_offset
+        _say(step, f"write {name}")
         write_checkpoint_file(path, C.format_offset_checkpoint(offsets))
     replaced = {(w.topic, w.partition) for w in written if w.replaced}
     for name in (N.LOG_START_OFFSET_CHECKPOINT, N.CLEANER_OFFSET_CHECKPOINT):
         path = log_dir / name
         if not path.exists():
             if name == N.LOG_START_OFFSET_CHECKPOINT:
+                _say(step, f"write {name}")
                 write_checkpoint_file(path, C.format_offset_checkpoint({}))
             continue
         offsets = read_checkpoint_file(path, C.parse_offset_checkpoint)
         if replaced & offsets.keys():
             kept = {tp: o for tp, o in offsets.items() if tp not in replaced}
+            _say(step, f"write {name}")
             write_checkpoint_file(path, C.format_offset_checkpoint(kept))
