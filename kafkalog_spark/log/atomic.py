@@ -38,7 +38,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     Raises
     ------
     KafkaLogError
-        The write or rename failed; the message names the file. The target is untouched.
+        The write or rename failed; the message names the file. The target is untouched and
+        the ``.tmp`` file removed.
     """
     target = Path(path).absolute()
     tmp = target.with_name(target.name + TMP_SUFFIX)
@@ -50,6 +51,8 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         os.replace(tmp, target)
         fsync_dir(target.parent)
     except OSError as exc:
+        # a partial .tmp would be quarantined by the next recover; a full disk needs the room
+        tmp.unlink(missing_ok=True)
         raise KafkaLogError(f"atomic write failed: {exc.strerror or exc}", Location(str(target))) from exc
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InvalidOptionError
+from ..errors import InvalidOptionError, LogDirError, Location
 from ..log.atomic import atomic_write_bytes
 from .quarantine import Quarantine
 
@@ -71,38 +71,56 @@ def execute(actions: Sequence[Action], quarantine: Quarantine, step: Step | None
         Receives every byte removed or overwritten.
     step : callable, optional
         Called with a label before every durable operation.
+
+    Raises
+    ------
+    LogDirError
+        An action failed on the file system (full disk, a file size limit, a file removed by
+        someone else); the message names the action and the file. What ran before stays done
+        and the failed action left its file as it was or in its quarantine, so the next run
+        plans from there.
     """
     def say(label: str) -> None:
         if step is not None:
             step(label)
 
     for a in actions:
-        path = Path(a.path)
-        if a.kind == QUARANTINE_FILE:
-            if path.exists():
-                quarantine.move_file(path, a.reason)
-        elif a.kind == CUT_TAIL:
-            assert a.start is not None and a.end is not None
-            if path.stat().st_size > a.start:
-                quarantine.save_range(path, a.start, a.end, a.reason)
-                say(f"truncate {path} at {a.start}")
-                with open(path, "r+b") as f:
-                    f.truncate(a.start)
-                    f.flush()
-                    os.fsync(f.fileno())
-        elif a.kind == WRITE_FILE:
-            assert a.content is not None
-            if path.exists():
-                if path.read_bytes() == a.content:
-                    continue
-                if path.stat().st_size:
-                    quarantine.save_copy(path, f"content before rewrite: {a.reason}")
-            say(f"write {path}")
-            atomic_write_bytes(path, a.content)
-        elif a.kind == RENAME:
-            assert a.target is not None
-            say(f"rename {path} -> {a.target}")
-            os.replace(path, a.target)
-        else:
-            raise InvalidOptionError(f"unknown action kind {a.kind!r}; valid: {QUARANTINE_FILE}, "
-                                     f"{CUT_TAIL}, {WRITE_FILE}, {RENAME}")
+        try:
+            _run(a, quarantine, say)
+        except OSError as exc:
+            name = exc.filename if exc.filename is not None else a.path
+            raise LogDirError(f"{a.describe()} failed: {exc.strerror or exc}",
+                              Location(os.fspath(name))) from exc
+
+
+def _run(a: Action, quarantine: Quarantine, say: Callable[[str], None]) -> None:
+    """One action (see :func:`execute`)."""
+    path = Path(a.path)
+    if a.kind == QUARANTINE_FILE:
+        if path.exists():
+            quarantine.move_file(path, a.reason)
+    elif a.kind == CUT_TAIL:
+        assert a.start is not None and a.end is not None
+        if path.stat().st_size > a.start:
+            quarantine.save_range(path, a.start, a.end, a.reason)
+            say(f"truncate {path} at {a.start}")
+            with open(path, "r+b") as f:
+                f.truncate(a.start)
+                f.flush()
+                os.fsync(f.fileno())
+    elif a.kind == WRITE_FILE:
+        assert a.content is not None
+        if path.exists():
+            if path.read_bytes() == a.content:
+                return
+            if path.stat().st_size:
+                quarantine.save_copy(path, f"content before rewrite: {a.reason}")
+        say(f"write {path}")
+        atomic_write_bytes(path, a.content)
+    elif a.kind == RENAME:
+        assert a.target is not None
+        say(f"rename {path} -> {a.target}")
+        os.replace(path, a.target)
+    else:
+        raise InvalidOptionError(f"unknown action kind {a.kind!r}; valid: {QUARANTINE_FILE}, "
+                                 f"{CUT_TAIL}, {WRITE_FILE}, {RENAME}")
