@@ -25,7 +25,7 @@ from kafkalog_spark.log.verify import verify
 from kafkalog_spark.recovery.recover import recover
 from kafkalog_spark.retention.retain import retain
 
-from faults import Outcome, fill, run_forked, tmpfs
+from faults import Outcome, fill, run_forked, run_script, tmpfs
 from test_read_write import records
 
 COLS = ["topic", "partition", "offset", "key", "value", "timestamp"]
@@ -402,3 +402,82 @@ def test_retention_tolerates_a_vanished_index(tmp_path: Path) -> None:
 
     op_retain(step, str(log_dir))
     assert verify(log_dir, deep=True).ok
+
+
+# --- the Delta migration (fresh interpreters: deltalake's runtime does not survive a fork) ----
+
+
+@pytest.fixture()
+def delta_case(tmp_path: Path):
+    pytest.importorskip("deltalake")
+    from test_delta_migrate import records as delta_records
+
+    logs = tmp_path / "logs"
+    kl.write_log(delta_records(300), logs, segment_bytes=8 * 1024, max_batch_records=25)
+    dest = tmp_path / "delta"
+    from kafkalog_spark.delta import migrate
+
+    migrate(logs, dest, topics=["orders"])
+    kl.write_log(delta_records(150, start=300), logs, segment_bytes=8 * 1024, max_batch_records=25)
+    return logs, dest
+
+
+def assert_delta_matches(logs: Path, dest: Path) -> None:
+    from test_delta_migrate import delta_rows, log_rows, parquet_on_disk, table_files
+
+    got = delta_rows(dest / "orders")
+    assert len({(r["partition"], r["offset"]) for r in got}) == len(got)  # no duplicates
+    assert got == log_rows(logs, topics=["orders"])
+    assert parquet_on_disk(dest / "orders") == table_files(dest / "orders")
+
+
+def delta_rerun(logs: Path, dest: Path, copy: Path) -> None:
+    from kafkalog_spark.delta import migrate
+    from test_delta_migrate import delta_rows
+
+    n = len(delta_rows(dest / "orders"))
+    assert n in (300, 450)  # the commit happened entirely or not at all
+    m = migrate(logs, dest, topics=["orders"])
+    assert m["records"] == 450 - n
+    assert_delta_matches(logs, dest)
+
+
+DELTA_STEPS = ["planned", "files-written", "before-commit", "committed"]
+
+
+@pytest.mark.parametrize("kill", [f"step:{k}" for k in range(1, 5)] + ["random:0", "random:1"])
+def test_delta_migration_sigkill(delta_case, kill: str) -> None:
+    logs, dest = delta_case
+    how, _, k = kill.partition(":")
+    kw = {"kill_at": int(k)} if how == "step" else {
+        "kill_after": random.Random(f"delta-{k}").uniform(0.0, 0.6)}
+    out = run_script("faults.ops:migrate_topic", logs=str(logs), dest=str(dest), topic="orders",
+                     **kw)
+    assert out.killed or out.finished, out
+    if how == "step":
+        assert out.steps[-1] == DELTA_STEPS[int(k) - 1]
+    delta_rerun(logs, dest, dest)
+
+
+def test_delta_migration_disk_full(delta_case, small_fs: Path) -> None:
+    logs, dest = delta_case
+    moved = small_fs / "delta"
+    shutil.copytree(dest, moved)
+    filler = fill(small_fs, 4096)
+    from kafkalog_spark.delta import migrate
+
+    with pytest.raises(KafkaLogError) as info:
+        migrate(logs, moved, topics=["orders"])
+    assert info.value.file and str(moved) in info.value.file, info.value
+    filler.unlink()
+    delta_rerun(logs, moved, moved)
+
+
+@pytest.mark.parametrize("limit", [1, 3000])
+def test_delta_migration_file_size_limit(delta_case, limit: int) -> None:
+    logs, dest = delta_case
+    out = run_script("faults.ops:migrate_topic", fsize=limit, logs=str(logs), dest=str(dest),
+                     topic="orders")
+    assert out.error is not None, out  # every run writes Parquet files of more than 3000 bytes
+    assert_typed(out)
+    delta_rerun(logs, dest, dest)

@@ -21,6 +21,7 @@ from urllib.parse import quote
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ..errors import KafkaLogError, Location
 from .columns import partition_values, transform
 from .commit import FILE_PREFIX, DataFile, data_file
 from .plan import TablePlan
@@ -50,6 +51,12 @@ def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tup
     -------
     list of DataFile
         Every file written, ready for :func:`~kafkalog_spark.delta.commit.commit`.
+
+    Raises
+    ------
+    KafkaLogError
+        A data file could not be written (full disk, file size limit); names the file. The
+        files of this run are removed by the next run (they are not committed).
     """
     from ..datasource.options import parse_read_options
     from ..datasource.reader import plan_scan, read_split
@@ -58,17 +65,26 @@ def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tup
     file_schema = pa.schema([f for f in plan.schema if f.name not in partition_by])
     open_files: OrderedDict[tuple, tuple[pq.ParquetWriter, str]] = OrderedDict()
     written: list[tuple[str, tuple]] = []
+    current = plan.path  # the file a failed write names
     try:
-        for split in plan_scan(opts).splits:
-            for batch in read_split(split, opts):
-                rows = transform(batch, plan.schema)
-                for values, part in partition_values(rows, partition_by):
-                    writer = _writer(plan.path, open_files, written, values, partition_by,
-                                     file_schema, run_id)
-                    writer.write_batch(part.select(file_schema.names))
-    finally:
-        for writer, _ in open_files.values():
-            writer.close()
+        try:
+            for split in plan_scan(opts).splits:
+                for batch in read_split(split, opts):
+                    rows = transform(batch, plan.schema)
+                    for values, part in partition_values(rows, partition_by):
+                        current = plan.path
+                        writer = _writer(plan.path, open_files, written, values, partition_by,
+                                         file_schema, run_id)
+                        current = plan.path / open_files[values][1]
+                        writer.write_batch(part.select(file_schema.names))
+        finally:
+            for writer, rel in open_files.values():
+                current = plan.path / rel
+                writer.close()
+    except OSError as exc:
+        # pyarrow's errors (full disk, a file size limit) do not name the file
+        raise KafkaLogError(f"writing a Parquet data file failed: {exc.strerror or exc}",
+                            Location(str(current))) from exc
     return [data_file(plan.path, rel, dict(zip(partition_by, values)))
             for rel, values in written]
 
