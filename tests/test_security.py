@@ -121,6 +121,19 @@ def test_a_segment_or_index_symlinked_out_is_refused(tmp_path: Path, capsys) -> 
     assert state(outside.parent) == before
 
 
+def test_dump_reads_no_sibling_through_a_link_out(tmp_path: Path, capsys) -> None:
+    outside = write(tmp_path / "outside-logs") / "orders-0"
+    part = write(tmp_path / "logs") / "orders-1"
+    index = part / "00000000000000000000.index"
+    (part / SEGMENT).unlink()
+    (part / SEGMENT).symlink_to(outside / SEGMENT)  # dump .index checks it against its .log
+    code, out, err = run(["dump", index], capsys)
+    assert code == 2 and "symlink leads outside" in err and not out
+    # a file named on the command line may itself be a link (kafka-dump-log.sh takes files)
+    code, out, err = run(["dump", part / SEGMENT], capsys)
+    assert code == 0 and out.startswith(f"Dumping {part / SEGMENT}"), err
+
+
 def test_a_symlink_that_stays_inside_is_followed(tmp_path: Path, capsys) -> None:
     log_dir = write(tmp_path / "logs")
     (log_dir / "alias-0").symlink_to(log_dir / "orders-0")

@@ -13,6 +13,7 @@ import sys
 import click
 
 from ..errors import InvalidOptionError
+from .options import refuse_symlinked_files
 from .progress import Progress, plain_files, progress_option
 from ..log.dump import (DEFAULT_MAX_MESSAGE_SIZE, FORMATS, JAVA_INT_MAX, STRING_DECODER_CLASSES,
                         DumpOptions, dump_files)
@@ -67,6 +68,7 @@ def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool
     targets = [f for group in files for f in group.split(",") if f] + list(paths)
     if not targets:
         raise click.UsageError("give files to dump: --files a.log,b.index or file arguments")
+    refuse_symlinked_files(targets, allow_named_link=True)
     # decoder precedence as in DumpLogSegments.messageParser
     decoder = ("offsets" if offsets_decoder else "transaction-log" if transaction_log_decoder
                else "cluster-metadata" if cluster_metadata_decoder else "string")

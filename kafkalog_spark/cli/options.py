@@ -65,27 +65,39 @@ def parse_config_options(items: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-def refuse_symlinked_files(paths: tuple[str, ...] | list[str]) -> None:
-    """Refuse a named ``.log`` file that is a symlink, or whose index siblings are symlinks
+def refuse_symlinked_files(paths: tuple[str, ...] | list[str], *,
+                           allow_named_link: bool = False) -> None:
+    """Refuse a named segment file that is a symlink, or whose segment siblings are symlinks
     leading out of its folder.
 
     Log dirs and partition dirs are checked by discovery; a single named file is taken with its
-    ``.index``/``.timeindex``/``.txnindex`` siblings, which a planted symlink could point
-    anywhere (and ``rebuild-index --execute`` would then write into the link's target folder).
+    ``.log``/``.index``/``.timeindex``/``.txnindex`` siblings, which a planted symlink could
+    point anywhere (``rebuild-index --execute`` would then write into the link's target
+    folder, ``dump`` of an index would read the target as the log).
+
+    Parameters
+    ----------
+    paths : sequence of str
+        The command's path arguments; directories are skipped.
+    allow_named_link : bool
+        Accept a named file that is itself a symlink (``dump``, read-only, takes files as
+        ``kafka-dump-log.sh`` does); its siblings are still checked.
     """
     from ..errors import Location, LogDirError
 
     for item in paths:
         path = Path(item)
-        if path.is_dir() or not path.name.endswith(".log"):
+        stem, dot, kind = path.name.partition(".")
+        if path.is_dir() or not dot or not stem.isdigit():
             continue
-        if path.is_symlink():
-            raise LogDirError("the named .log is a symlink; name the file it points to",
+        if path.is_symlink() and not allow_named_link:
+            raise LogDirError(f"the named .{kind} is a symlink; name the file it points to",
                               Location(file=str(path)))
-        stem = path.name[:-len(".log")]
         folder = path.parent.resolve()
-        for suffix in (".index", ".timeindex", ".txnindex"):
+        for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             sibling = path.parent / (stem + suffix)
+            if sibling.name == path.name:
+                continue
             if sibling.is_symlink() and not sibling.resolve().is_relative_to(folder):
                 raise LogDirError(f"symlink leads outside {folder} to {sibling.resolve()}; "
                                   "refusing to follow it", Location(file=str(sibling)))
