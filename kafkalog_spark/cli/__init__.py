@@ -46,6 +46,19 @@ class _LazyGroup(click.Group):
         return module.command
 
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """The command list with each command's whole first sentence (click cuts it to the
+        terminal width with "...", which hid what most commands do)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=400)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
 def _module_exists(mod: str) -> bool:
     return importlib.util.find_spec(f"{__name__}.{mod}") is not None
 
