@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 import kafkalog_spark as kl
@@ -103,3 +104,35 @@ def test_without_fixtures_no_legacy(tmp_path) -> None:
     g = gen_big.generate(tmp_path / "n", partitions=4, segments=2, segment_kib=8, fixtures=None)
     assert not g.legacy and g.notes
     assert kl.verify(g.log_dirs).ok
+
+
+# --- packing many small segments into few Spark tasks (datasource.reader.pack_splits) --------
+
+
+def test_pack_splits_keeps_every_split_once_in_order(generated) -> None:
+    from kafkalog_spark.datasource.reader import pack_splits, plan_scan, split_bytes
+
+    splits = plan_scan({"path": ",".join(generated.log_dirs)}).splits
+    assert len(splits) == generated.segments
+    tasks = pack_splits(splits, 1 << 20, min_tasks=4, open_cost=1024)
+    assert 4 <= len(tasks) < len(splits)
+    assert [s for t in tasks for s in t.splits] == list(splits)
+    for t in tasks:
+        assert len(t.splits) == 1 or sum(split_bytes(s) + 1024 for s in t.splits) <= 1 << 20
+    # a budget below one split: one task per split; few splits: one task each
+    assert [t.splits for t in pack_splits(splits, 100, min_tasks=4)] == [(s,) for s in splits]
+    assert len(pack_splits(splits[:3], 1 << 30, min_tasks=4)) == 3
+
+
+def test_packed_tasks_read_what_read_log_reads(generated) -> None:
+    from kafkalog_spark.datasource.options import parse_read_options
+    from kafkalog_spark.datasource.reader import KafkaLogReader, pack_splits, plan_scan
+
+    opts = parse_read_options({"path": ",".join(generated.log_dirs)})
+    reader = KafkaLogReader(opts)
+    tasks = pack_splits(plan_scan(opts).splits, 1 << 20, min_tasks=4)
+    got = pa.Table.from_batches([b for t in tasks for b in reader.read(t)])
+    expected = kl.read_log(generated.log_dirs)
+    key = [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
+    assert got.num_rows == expected.num_rows == generated.records
+    assert got.sort_by(key).equals(expected.sort_by(key))

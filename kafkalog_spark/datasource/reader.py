@@ -7,7 +7,9 @@ snapshot and the batch headers after it (:mod:`kafkalog_spark.log.transactions`)
 decodes record data, except the one batch where a timestamp bound lands, to find the exact
 offset as Kafka's ``ListOffsets`` does.
 
-A task (:func:`read_split`) maps one segment read-only, finds where to start and stop through
+Splits (one segment, or a byte range of a large one) are packed into Spark tasks by
+:func:`pack_splits` — many small segments per task, like Spark's file source packs small files.
+Each split (:func:`read_split`) maps one segment read-only, finds where to start and stop through
 the (validated) offset index, and decodes ``[start, end)`` with
 :func:`~kafkalog_spark.codec.decode.decode_entries`, yielding Arrow batches of at most
 ``maxRowsPerBatch`` rows in offset order. Aborted-transaction and timestamp filters are applied
@@ -48,6 +50,8 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # entries walked from an offset-index entry to validate it as a cut point (<=3.9 brokers index
 # one entry per append, which may hold several batches)
 _CUT_CHECK_ENTRIES = 64
+MIN_TASKS = 64  # below this many splits each split is a task; packing keeps at least this many
+OPEN_COST_BYTES = 1 << 20  # weight of opening one split when packing (Spark: openCostInBytes)
 
 
 @dataclass(frozen=True)
@@ -93,6 +97,17 @@ class KafkaLogSplit(InputPartition):
     aborted: tuple[AbortedTxn, ...] = ()
 
 
+@dataclass(frozen=True)
+class KafkaLogTask(InputPartition):
+    """One Spark task: consecutive splits read one after the other (see :func:`pack_splits`)."""
+
+    splits: tuple[KafkaLogSplit, ...]
+
+    @property
+    def bytes(self) -> int:
+        return sum(split_bytes(s) for s in self.splits)
+
+
 @dataclass
 class ScanPlan:
     """What :func:`plan_scan` decided: the splits (task order), the segments they read, and
@@ -105,6 +120,43 @@ class ScanPlan:
     def segments(self) -> list[str]:
         """Paths of the segments the tasks open, in order."""
         return list(dict.fromkeys(str(s.segment.log) for s in self.splits))
+
+
+def split_bytes(split: KafkaLogSplit) -> int:
+    """``.log`` bytes a split covers."""
+    end = split.segment.log_size if split.end_position is None else split.end_position
+    return max(0, end - split.start_position)
+
+
+def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
+                min_tasks: int = MIN_TASKS, open_cost: int = OPEN_COST_BYTES) -> list[KafkaLogTask]:
+    """Group consecutive splits into Spark tasks, as Spark's file source packs small files.
+
+    Each split weighs its bytes plus ``open_cost``; a task holds at most ``max_bytes`` of
+    weight (a heavier split is a task of its own) and about ``total / n`` where
+    ``n = max(min_tasks, total / max_bytes)``, so small inputs keep ``min_tasks``-way
+    parallelism. With at most ``min_tasks`` splits every split is its own task. Why: a Spark
+    task of a Python data source costs tens of milliseconds of fixed time, far more than
+    reading a small segment, so one task per segment made a log dir of thousands of small
+    segments take minutes.
+    """
+    if len(splits) <= min_tasks:
+        return [KafkaLogTask((s,)) for s in splits]
+    weights = [split_bytes(s) + open_cost for s in splits]
+    total = sum(weights)
+    target = min(max_bytes, max(1, -(-total // max(min_tasks, -(-total // max_bytes)))))
+    tasks: list[KafkaLogTask] = []
+    current: list[KafkaLogSplit] = []
+    weight = 0
+    for split, w in zip(splits, weights):
+        if current and weight + w > target:
+            tasks.append(KafkaLogTask(tuple(current)))
+            current, weight = [], 0
+        current.append(split)
+        weight += w
+    if current:
+        tasks.append(KafkaLogTask(tuple(current)))
+    return tasks
 
 
 # --- filter pushdown -------------------------------------------------------------------------
@@ -458,7 +510,7 @@ def bad_ranges(options: Mapping[str, str], filters: Iterable[Filter] = ()) -> li
 
 class KafkaLogReader(DataSourceReader):
     """Spark's reader: pushed filters fold into :class:`Bounds`; partitions are the planned
-    splits; ``read`` runs :func:`read_split`."""
+    splits packed into tasks (:func:`pack_splits`); ``read`` runs :func:`read_split` on each."""
 
     def __init__(self, options: ReadOptions) -> None:
         self.options = options
@@ -469,9 +521,12 @@ class KafkaLogReader(DataSourceReader):
         return rest
 
     def partitions(self) -> list[InputPartition]:
-        return list(plan_scan(self.options, self.bounds).splits)
+        splits = plan_scan(self.options, self.bounds).splits
+        return list(pack_splits(splits, self.options.max_bytes_per_partition))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if isinstance(partition, KafkaLogTask):
+            return (b for split in partition.splits for b in read_split(split, self.options))
         if not isinstance(partition, KafkaLogSplit):
             return iter(())  # Spark's single placeholder partition when nothing is planned
         return read_split(partition, self.options)
