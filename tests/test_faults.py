@@ -62,12 +62,12 @@ def assert_typed(out: Outcome) -> None:
 
 # --- the operations (each ``op(step, **kwargs)``, run in the child) ---------------------------
 
-NEW = records(150, seed=7)
+NEW = records(110, seed=7)
 FRESH = records(80, topic="fresh", seed=8)
 
 
 def make_write_base(log_dir: Path) -> Path:
-    kl.write_log(records(200), log_dir, segment_bytes=SEGMENT, max_batch_records=20)
+    kl.write_log(records(120), log_dir, segment_bytes=SEGMENT, max_batch_records=20)
     return log_dir
 
 
@@ -111,7 +111,7 @@ def op_retain(step, log_dir: str) -> None:
 
 
 def make_damaged(log_dir: Path) -> Path:
-    kl.write_log(records(500), log_dir, segment_bytes=16 * 1024, max_batch_records=40)
+    kl.write_log(records(300), log_dir, segment_bytes=12 * 1024, max_batch_records=40)
     pdir = log_dir / "orders-0"
     segs = sorted(pdir.glob("*.log"))
     data = bytearray(segs[1].read_bytes())
@@ -481,3 +481,25 @@ def test_delta_migration_file_size_limit(delta_case, limit: int) -> None:
     assert out.error is not None, out  # every run writes Parquet files of more than 3000 bytes
     assert_typed(out)
     delta_rerun(logs, dest, dest)
+
+
+def test_overwrite_refuses_to_publish_a_replacement_with_a_hole(tmp_path: Path) -> None:
+    """Regression: a segment removed from the assembled replacement dir just before the swap
+    was published silently (a log starting past offset 0); now the write fails naming it and the
+    old partition stays."""
+    from kafkalog_spark.errors import LogDirError
+
+    log_dir = make_write_base(tmp_path / "logs")
+    before = rows(log_dir)
+    gone: list[Path] = []
+
+    def step(label: str) -> None:
+        if label.startswith("exchange"):
+            gone.append(sorted(tmp_path.glob(".logs.kafkalog-staging-*/_publish/orders-0/*.log"))[0])
+            gone[0].unlink()
+
+    with pytest.raises(LogDirError, match="vanished") as info:
+        op_write(step, str(log_dir), "overwrite")
+    assert info.value.file == str(gone[0])
+    assert rows(log_dir) == before and verify(log_dir, deep=True).ok
+    assert not list(tmp_path.glob(".logs.kafkalog-staging-*"))

@@ -626,14 +626,18 @@ def _apply(plan: _Plan, log_dir: Path, assembly: Path, leader_epoch: int,
     target.mkdir(parents=True, exist_ok=True)
     result = PartitionWrite(plan.topic, plan.partition, plan.first_offset, plan.next_offset, 0, 0,
                             replaced=plan.replace)
+    moved: list[tuple[int, int]] = []  # (final base offset, bytes) of every new segment
     for output, shift in plan.outputs:
         for seg in output.segments:
             base = _move_segment(Path(output.directory), seg, shift, target, step)
+            moved.append((base, seg.bytes))
             result.segments.append(base)
             result.records += seg.records
             result.batches += seg.batches
             result.bytes += seg.bytes
     fsync_dir(target)
+    if in_place:
+        _check_segments(target, moved)
     old = None if plan.existing is None or not plan.replace else plan.existing
     if old is not None and not (target / N.PARTITION_METADATA).exists() and topic_id is None:
         old_meta = plan.pdir / N.PARTITION_METADATA
@@ -642,13 +646,30 @@ def _apply(plan: _Plan, log_dir: Path, assembly: Path, leader_epoch: int,
     _write_partition_files(target, plan.existing if in_place else None, result, leader_epoch,
                            topic_id, log_dir, step)
     if not in_place:
+        _say(step, f"exchange {plan.pdir.name} with its replacement" if plan.replace
+             else f"rename {target.name} into the log dir")
+        _check_segments(target, moved)  # the last look before the dir becomes visible
         if plan.replace:
             _swap_into_place(target, plan.pdir, assembly, step)
         else:
-            _say(step, f"rename {target.name} into the log dir")
             os.rename(target, plan.pdir)
         fsync_dir(log_dir)
     return result
+
+
+def _check_segments(target: Path, moved: list[tuple[int, int]]) -> None:
+    """Every new segment is in ``target`` with the size it was staged with: a file removed or
+    cut by someone else mid-write fails the write instead of publishing a log with a hole."""
+    for base, size in moved:
+        path = target / N.segment_file_name(base, N.LOG)
+        try:
+            found = path.stat().st_size
+        except FileNotFoundError:
+            found = None
+        if found != size:
+            raise LogDirError(f"a new segment vanished or changed while publishing (staged "
+                              f"{size} bytes, found {'none' if found is None else found})",
+                              Location(str(path), 0, base))
 
 
 def _move_segment(src_dir: Path, seg: StagedSegment, shift: int, target: Path,
@@ -705,7 +726,6 @@ def shift_base_offsets(path: str | os.PathLike[str], shift: int) -> None:
 def _swap_into_place(new: Path, pdir: Path, assembly: Path, step: Step | None = None) -> None:
     """Put ``new`` where ``pdir`` is; the old dir ends up under ``assembly`` and is deleted."""
     aside = assembly / (pdir.name + ".replaced")
-    _say(step, f"exchange {pdir.name} with its replacement")
     if _rename_exchange(new, pdir):
         os.rename(new, aside)  # ``new`` now holds the old partition dir
     else:
