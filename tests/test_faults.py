@@ -503,3 +503,13 @@ def test_overwrite_refuses_to_publish_a_replacement_with_a_hole(tmp_path: Path) 
     assert info.value.file == str(gone[0])
     assert rows(log_dir) == before and verify(log_dir, deep=True).ok
     assert not list(tmp_path.glob(".logs.kafkalog-staging-*"))
+
+
+def test_recover_names_the_staging_folder_a_killed_write_left(tmp_path: Path) -> None:
+    log_dir = make_write_base(tmp_path / "logs")
+    out = run_forked(op_write, kill_at=3, log_dir=str(log_dir), mode="overwrite")
+    assert out.killed
+    (staging,) = tmp_path.glob(".logs.kafkalog-staging-*")
+    report = recover(log_dir, execute_plan=True)
+    assert any(str(staging) in n and "did not finish" in n for n in report.notes), report.notes
+    assert staging.exists()  # a live Spark write's staging looks the same: never deleted here

@@ -50,6 +50,7 @@ from ..log.atomic import read_checkpoint_file
 from ..log.discovery import LogDir, PartitionDir, _classify, _scan_partition_dir, discover
 from ..log.lock import ensure_not_locked, hold_lock
 from ..log.mapped import mapped_file
+from ..log.writer import STAGING_INFIX
 from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
@@ -154,6 +155,11 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
     if log_dir.metadata_log is not None:
         report.notes.append(f"{log_dir.metadata_log.path}: the KRaft metadata log belongs to the "
                             "Raft layer; not recovered")
+    for staging in sorted(log_dir.path.parent.glob(f".{log_dir.path.name}{STAGING_INFIX}*")):
+        # a Spark write stages without the lock, so a live job's folder looks the same: report
+        report.notes.append(f"{staging}: staging folder of a write that did not finish (killed?); "
+                            "nothing in it is part of the log — delete it once no write to this "
+                            "log dir is running")
     for path in log_dir.unknown:
         if path.is_dir():
             report.notes.append(f"{path}: not a <topic>-<partition> name, a broker would take the "
