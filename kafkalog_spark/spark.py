@@ -53,7 +53,7 @@ def java_version() -> tuple[str, int]:
             f"Spark needs Java {MIN_JAVA} or newer, and none was found ({where}). Install one "
             f"(e.g. `apt install openjdk-17-jre-headless`) and put it on PATH or set JAVA_HOME. "
             f"Commands without --spark (info, dump, verify --local, recover, compact/retain "
-            f"with the local engine, migrate --engine local) work without Java.")
+            f"with the local engine, migrate without --spark) work without Java.")
     try:
         out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
