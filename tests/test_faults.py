@@ -513,3 +513,39 @@ def test_recover_names_the_staging_folder_a_killed_write_left(tmp_path: Path) ->
     report = recover(log_dir, execute_plan=True)
     assert any(str(staging) in n and "did not finish" in n for n in report.notes), report.notes
     assert staging.exists()  # a live Spark write's staging looks the same: never deleted here
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_disk_fills_mid_job(name: str, references, small_fs: Path) -> None:
+    """Another writer takes the last free byte at a chosen step: the rest of the job meets
+    ENOSPC on whatever it writes next (checkpoints, snapshots, quarantine copies, indexes)."""
+    case = CASES[name]
+    before, after, labels = references[name]
+    picks = sorted({round(i * (len(labels) - 1) / 3) for i in range(4)})
+    failed: list[str] = []
+    for k in picks:
+        root = small_fs / f"m{k}"
+        log_dir = case.build(root)
+        seen, filler = [0], []
+
+        def step(label: str, *_: object) -> None:
+            if seen[0] == k:
+                filler.append(fill(small_fs, 0))
+            seen[0] += 1
+
+        try:
+            case.op(step, str(log_dir), **case.kwargs)
+        except KafkaLogError as exc:
+            assert exc.file, exc
+            failed.append(f"{labels[k]}: {exc}")
+        except OSError as exc:
+            if name not in RAW_OS_ERRORS:
+                raise
+            failed.append(f"{labels[k]}: {exc!r}")
+        assert filler, k
+        filler[0].unlink()
+        settle(log_dir)
+        case.judge(log_dir, before, after, case)
+        shutil.rmtree(root)
+        shutil.rmtree(small_fs / "logs.kafkalog-quarantine", ignore_errors=True)
+    assert failed or name == "retain", "the disk never ran full"
