@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import select
 import signal
 import subprocess
 import sys
@@ -68,40 +69,58 @@ def child_body(fn: Callable[..., object], kwargs: dict, report_fd: int, ack_fd: 
     return 0
 
 
-def _collect(proc_pid: int | None, popen: subprocess.Popen | None, report_r: int, ack_w: int,
-             kill_at: int | None, kill_after: float | None, timeout: float) -> Outcome:
-    out = Outcome()
-    pid = proc_pid if popen is None else popen.pid
+class _Reports:
+    """Lines from the child's report pipe, with a deadline (a hung child fails the test)."""
+
+    def __init__(self, fd: int, pid: int, timeout: float) -> None:
+        self.fd, self.pid, self.deadline, self.buf = fd, pid, time.monotonic() + timeout, b""
+
+    def next(self) -> tuple[str, object] | None:
+        while b"\n" not in self.buf:
+            left = self.deadline - time.monotonic()
+            ready, _, _ = select.select([self.fd], [], [], max(left, 0))
+            if not ready:
+                os.kill(self.pid, signal.SIGKILL)
+                raise TimeoutError(f"child {self.pid} ran past its deadline")
+            chunk = os.read(self.fd, 65536)
+            if not chunk:
+                return None
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        kind, _, payload = line.decode().partition(" ")
+        return kind, json.loads(payload)
+
+
+def _collect(pid: int, wait: Callable[[], int], reports: _Reports, ack_w: int,
+             kill_at: int | None, kill_after: float | None, out: Outcome) -> Outcome:
     if kill_after is not None:
         time.sleep(kill_after)
         os.kill(pid, signal.SIGKILL)
-    deadline = time.monotonic() + timeout
-    with os.fdopen(report_r, "rb") as report:
-        for line in report:
-            kind, _, payload = line.decode().partition(" ")
-            value = json.loads(payload)
-            if kind == "step":
-                out.steps.append(value)
-                if kill_at is not None and len(out.steps) == kill_at:
-                    os.kill(pid, signal.SIGKILL)
-                    break
-                if kill_at is not None:
-                    os.write(ack_w, b"y")
-            elif kind == "error":
-                out.error = value
-            elif kind == "done":
-                out.finished = True
-            if time.monotonic() > deadline:
+    while (item := reports.next()) is not None:
+        kind, value = item
+        if kind == "step":
+            out.steps.append(str(value))
+            if kill_at is not None and len(out.steps) == kill_at:
                 os.kill(pid, signal.SIGKILL)
-                raise TimeoutError(f"child ran longer than {timeout} s; steps {out.steps}")
+                break
+            if kill_at is not None:
+                os.write(ack_w, b"y")
+        elif kind == "error":
+            out.error = value  # type: ignore[assignment]
+        elif kind == "done":
+            out.finished = True
     os.close(ack_w)
-    if popen is None:
-        _, status = os.waitpid(pid, 0)
-        out.returncode = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
-    else:
-        out.returncode = popen.wait(timeout=timeout)
+    os.close(reports.fd)
+    out.returncode = wait()
     out.killed = out.returncode == -signal.SIGKILL
     return out
+
+
+def _waitpid(pid: int) -> Callable[[], int]:
+    def wait() -> int:
+        _, status = os.waitpid(pid, 0)
+        return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    return wait
 
 
 def run_forked(fn: Callable[..., object], *, kill_at: int | None = None,
@@ -122,7 +141,8 @@ def run_forked(fn: Callable[..., object], *, kill_at: int | None = None,
             os._exit(status)
     os.close(report_w)
     os.close(ack_r)
-    return _collect(pid, None, report_r, ack_w, kill_at, kill_after, timeout)
+    return _collect(pid, _waitpid(pid), _Reports(report_r, pid, timeout), ack_w, kill_at,
+                    kill_after, Outcome())
 
 
 def run_script(target: str, *, kill_at: int | None = None, kill_after: float | None = None,
@@ -140,27 +160,16 @@ def run_script(target: str, *, kill_at: int | None = None, kill_after: float | N
         pass_fds=(report_w, ack_r), env=env)
     os.close(report_w)
     os.close(ack_r)
-    if kill_after is None:
-        return _collect(None, popen, report_r, ack_w, kill_at, None, timeout)
-    # wait for the first step (imports done), then time the kill from there
+    reports = _Reports(report_r, popen.pid, timeout)
     out = Outcome()
-    with os.fdopen(os.dup(report_r), "rb", buffering=0) as first:
-        line = b""
-        while not line.endswith(b"\n"):
-            ch = first.read(1)
-            if not ch:
-                break
-            line += ch
-    kind, _, payload = line.decode().partition(" ")
-    rest = _collect(None, popen, report_r, ack_w, None, kill_after, timeout)
-    if kind == "step":
-        out.steps.append(json.loads(payload))
-    elif kind == "error":
-        rest.error = json.loads(payload)
-    elif kind == "done":
-        rest.finished = True
-    rest.steps = out.steps + rest.steps
-    return rest
+    if kill_after is not None:  # time the kill from the first step (imports done)
+        first = reports.next()
+        if first is not None and first[0] == "step":
+            out.steps.append(str(first[1]))
+        elif first is not None and first[0] == "error":
+            out.error = first[1]  # type: ignore[assignment]
+    return _collect(popen.pid, lambda: popen.wait(timeout=timeout), reports, ack_w, kill_at,
+                    kill_after, out)
 
 
 @contextmanager
