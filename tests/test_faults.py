@@ -250,6 +250,9 @@ def test_sigkill_at_every_step(name: str, references, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_sigkill_at_random_moments(name: str, references, tmp_path: Path) -> None:
+    """Kills between and inside steps (seeded delays over a probe run's duration). Where the
+    kills land depends on the machine's load, so nothing here asserts that: every landing is
+    judged; the step-exact kills above cover each phase deterministically."""
     case = CASES[name]
     before, after, _ = references[name]
     probe = case.build(tmp_path / "probe")
@@ -258,16 +261,14 @@ def test_sigkill_at_random_moments(name: str, references, tmp_path: Path) -> Non
     duration = time.perf_counter() - t
     assert out.finished, out.error
     rng = random.Random(f"faults-{name}")
-    phases = set()
     for seed in range(6):
         log_dir = case.build(tmp_path / f"s{seed}")
         out = run_forked(case.op, kill_after=rng.uniform(0, duration * 1.1), log_dir=str(log_dir),
                          **case.kwargs)
-        phases.add(len(out.steps))
+        assert out.killed or out.finished, out
         settle(log_dir)
         case.judge(log_dir, before, after, case)
         shutil.rmtree(tmp_path / f"s{seed}")
-    assert len(phases) >= 2, phases  # the delays did land in different phases
 
 
 # --- full disk: a file size limit (EFBIG) ------------------------------------------------------
@@ -285,17 +286,12 @@ def test_file_size_limit(name: str, references, tmp_path: Path) -> None:
             assert out.error is not None and not out.finished, out
         settle(log_dir)
         case.judge(log_dir, before, after, case)
-        if out.error is not None and name not in RAW_OS_ERRORS:
+        if out.error is not None:
             assert_typed(out)
 
 
-# operations whose full-disk error is still a raw OSError (their code is owned elsewhere)
-RAW_OS_ERRORS = {"compact": "log/swap.py replace_segments lets OSError(EFBIG/ENOSPC) from "
-                            "writing <segment>.log.cleaned escape untyped, without the file name"}
-
-
-@pytest.mark.xfail(strict=True, reason=RAW_OS_ERRORS["compact"])
 def test_compaction_full_disk_error_is_typed(tmp_path: Path) -> None:
+    """Regression: writing <segment>.log.cleaned on a full disk was a raw OSError."""
     log_dir = make_compact_base(tmp_path / "logs")
     out = run_forked(op_compact, fsize=700, log_dir=str(log_dir))
     assert_typed(out)
@@ -327,10 +323,6 @@ def test_disk_full(name: str, references, small_fs: Path) -> None:
         except KafkaLogError as exc:
             failed += 1
             assert exc.file, exc
-        except OSError:
-            if name not in RAW_OS_ERRORS:
-                raise
-            failed += 1
         filler.unlink()
         settle(log_dir)
         case.judge(log_dir, before, after, case)
@@ -379,23 +371,17 @@ def test_file_vanishes_mid_job(name: str, references, tmp_path: Path) -> None:
             case.op(step, str(log_dir), **case.kwargs)
         except KafkaLogError as exc:
             assert exc.file and removed, (k, exc)
-        except OSError:
-            if name not in RAW_OS_ERRORS and name not in VANISH_RAW:
-                raise
         assert removed, k
         settle(log_dir)
         case.judge(log_dir, before, after, case)
         shutil.rmtree(tmp_path / f"v{k}")
 
 
-VANISH_RAW = {"retain": "retention/retain.py execute_partition renames each segment file to "
-                        ".deleted with os.rename; a file already gone (an index removed by someone "
-                        "else) raises a raw FileNotFoundError instead of being skipped as Kafka's "
-                        "deleteIfExists does"}
 
 
-@pytest.mark.xfail(strict=True, reason=VANISH_RAW["retain"])
 def test_retention_tolerates_a_vanished_index(tmp_path: Path) -> None:
+    """Regression: a file gone between planning and the .deleted renames raised a raw
+    FileNotFoundError; Kafka's deleteIfExists skips it."""
     log_dir = make_retain_base(tmp_path / "logs")
     gone = log_dir / "t-0" / N.segment_file_name(0, N.TIME_INDEX)
 
@@ -541,10 +527,6 @@ def test_disk_fills_mid_job(name: str, references, small_fs: Path) -> None:
         except KafkaLogError as exc:
             assert exc.file, exc
             failed.append(f"{labels[k]}: {exc}")
-        except OSError as exc:
-            if name not in RAW_OS_ERRORS:
-                raise
-            failed.append(f"{labels[k]}: {exc!r}")
         assert filler, k
         filler[0].unlink()
         settle(log_dir)

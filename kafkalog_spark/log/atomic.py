@@ -10,10 +10,12 @@ next write overwrites. The text formats themselves live in
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from ..errors import CorruptCheckpointError, KafkaLogError, Location
+from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirError
 from .naming import TMP_SUFFIX
 
 T = TypeVar("T")
@@ -90,3 +92,15 @@ def read_checkpoint_file(path: str | os.PathLike[str], parse: Callable[..., T], 
 def write_checkpoint_file(path: str | os.PathLike[str], text: str) -> None:
     """Write formatted checkpoint/metadata text with the atomic protocol of §11.1."""
     atomic_write_text(path, text)
+
+
+@contextmanager
+def disk_errors(what: str, path: str | os.PathLike[str] | None = None) -> Iterator[None]:
+    """Turn an ``OSError`` (full disk, file size limit, a file removed by someone else) into a
+    :class:`LogDirError` naming the file: the one the OS names, else ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        name = exc.filename if exc.filename is not None else path
+        raise LogDirError(f"{what} failed: {exc.strerror or exc}",
+                          Location(None if name is None else os.fspath(name))) from exc

@@ -37,7 +37,7 @@ from ..codec.index import build_indexes
 from ..codec.scan import scan_entries
 from ..errors import InvalidOptionError, KafkaLogError, Location
 from . import naming as N
-from .atomic import fsync_dir
+from .atomic import disk_errors, fsync_dir
 from .mapped import mapped_file
 
 Dispose = Callable[[Path, str], None]
@@ -268,57 +268,60 @@ def replace_segments(pdir: str | os.PathLike[str], new: Sequence[NewSegment],
         if step is not None:
             step(label)
 
-    # 1: stage as .cleaned
-    staged: list[list[tuple[Path, Path]]] = []  # per new segment: (cleaned, final)
-    for seg in news:
-        pairs = []
-        for kind, content in _segment_files(seg):
-            final = pdir / N.segment_file_name(seg.base_offset, kind)
-            cleaned = final.with_name(f"{final.name}.{N.CLEANED}")
-            if kind == N.LOG and seg.log_written:
-                if not cleaned.is_file():
-                    raise KafkaLogError("the cleaned segment a task wrote is missing",
-                                        Location(str(cleaned), None, seg.base_offset))
-            else:
-                say(f"write {cleaned.name}")
-                with open(cleaned, "wb") as f:
-                    f.write(memoryview(content))
-                    f.flush()
-                    os.fsync(f.fileno())
-            if seg.mtime is not None:
-                os.utime(cleaned, (seg.mtime, seg.mtime))
-            pairs.append((cleaned, final))
-        staged.append(pairs)
-    fsync_dir(pdir)
-    # 2: .cleaned -> .swap, newest segment first
-    swapped: list[list[tuple[Path, Path]]] = []
-    for pairs in reversed(staged):
-        out = []
-        for cleaned, final in pairs:
-            swap = final.with_name(f"{final.name}.{N.SWAP}")
-            say(f"rename {cleaned.name} -> {swap.name}")
-            os.replace(cleaned, swap)
-            out.append((swap, final))
-        swapped.append(out)
-    fsync_dir(pdir)
-    # 3: old segment files -> .deleted
-    deleted: list[Path] = []
-    for base in old:
-        for kind in (N.LOG, *N.INDEX_KINDS):
-            p = pdir / N.segment_file_name(base, kind)
-            if p.exists():
-                target = p.with_name(f"{p.name}.{N.DELETED}")
-                say(f"rename {p.name} -> {target.name}")
-                os.replace(p, target)
-                deleted.append(target)
-    fsync_dir(pdir)
-    # 4: .swap -> live (the .log of each segment first)
-    for pairs in reversed(swapped):
-        for swap, final in pairs:
-            say(f"rename {swap.name} -> {final.name}")
-            os.replace(swap, final)
-    fsync_dir(pdir)
-    # 5: the replaced files
-    for p in deleted:
-        say(f"dispose {p.name}")
-        dispose(p, "replaced segment")
+    # a full disk or a file removed by someone else: a typed error naming the file; the
+    # load-time passes bring what was done so far back to the old or the new segments
+    with disk_errors("replacing segments", pdir):
+        # 1: stage as .cleaned
+        staged: list[list[tuple[Path, Path]]] = []  # per new segment: (cleaned, final)
+        for seg in news:
+            pairs = []
+            for kind, content in _segment_files(seg):
+                final = pdir / N.segment_file_name(seg.base_offset, kind)
+                cleaned = final.with_name(f"{final.name}.{N.CLEANED}")
+                if kind == N.LOG and seg.log_written:
+                    if not cleaned.is_file():
+                        raise KafkaLogError("the cleaned segment a task wrote is missing",
+                                            Location(str(cleaned), None, seg.base_offset))
+                else:
+                    say(f"write {cleaned.name}")
+                    with open(cleaned, "wb") as f:
+                        f.write(memoryview(content))
+                        f.flush()
+                        os.fsync(f.fileno())
+                if seg.mtime is not None:
+                    os.utime(cleaned, (seg.mtime, seg.mtime))
+                pairs.append((cleaned, final))
+            staged.append(pairs)
+        fsync_dir(pdir)
+        # 2: .cleaned -> .swap, newest segment first
+        swapped: list[list[tuple[Path, Path]]] = []
+        for pairs in reversed(staged):
+            out = []
+            for cleaned, final in pairs:
+                swap = final.with_name(f"{final.name}.{N.SWAP}")
+                say(f"rename {cleaned.name} -> {swap.name}")
+                os.replace(cleaned, swap)
+                out.append((swap, final))
+            swapped.append(out)
+        fsync_dir(pdir)
+        # 3: old segment files -> .deleted
+        deleted: list[Path] = []
+        for base in old:
+            for kind in (N.LOG, *N.INDEX_KINDS):
+                p = pdir / N.segment_file_name(base, kind)
+                if p.exists():
+                    target = p.with_name(f"{p.name}.{N.DELETED}")
+                    say(f"rename {p.name} -> {target.name}")
+                    os.replace(p, target)
+                    deleted.append(target)
+        fsync_dir(pdir)
+        # 4: .swap -> live (the .log of each segment first)
+        for pairs in reversed(swapped):
+            for swap, final in pairs:
+                say(f"rename {swap.name} -> {final.name}")
+                os.replace(swap, final)
+        fsync_dir(pdir)
+        # 5: the replaced files
+        for p in deleted:
+            say(f"dispose {p.name}")
+            dispose(p, "replaced segment")

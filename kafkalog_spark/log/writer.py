@@ -69,7 +69,8 @@ from ..codec.scan import scan_entries
 from ..codec.snapshot import ProducerStateTracker, read_snapshot
 from ..errors import CorruptRecordError, InvalidOptionError, Location, LogDirError
 from . import naming as N
-from .atomic import atomic_write_bytes, fsync_dir, read_checkpoint_file, write_checkpoint_file
+from .atomic import (atomic_write_bytes, disk_errors, fsync_dir, read_checkpoint_file,
+                     write_checkpoint_file)
 from .discovery import PartitionDir, _scan_partition_dir, describe_segment
 from .lock import hold_lock
 from .mapped import mapped_file
@@ -294,21 +295,6 @@ def check_topic(topic: str) -> None:
         raise InvalidOptionError(
             f"illegal topic name {topic!r}: 1-{MAX_TOPIC_LENGTH} characters of [a-zA-Z0-9._-], "
             "not '.' or '..'")
-
-
-# --- disk errors ----------------------------------------------------------------------------
-
-
-@contextmanager
-def disk_errors(what: str, path: str | os.PathLike[str] | None = None) -> Iterator[None]:
-    """Turn an ``OSError`` (full disk, file size limit, a file removed by someone else) into a
-    :class:`LogDirError` naming the file: the one the OS names, else ``path``."""
-    try:
-        yield
-    except OSError as exc:
-        name = exc.filename if exc.filename is not None else path
-        raise LogDirError(f"{what} failed: {exc.strerror or exc}",
-                          Location(None if name is None else os.fspath(name))) from exc
 
 
 def _say(step: Step | None, label: str) -> None:

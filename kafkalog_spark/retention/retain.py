@@ -25,6 +25,7 @@ Unlike a broker, the active segment is never deleted (a broker would first roll 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,7 +36,7 @@ from typing import Any
 from ..codec import checkpoints as C
 from ..errors import InvalidOptionError
 from ..log import naming as N
-from ..log.atomic import fsync_dir, read_checkpoint_file, write_checkpoint_file
+from ..log.atomic import disk_errors, fsync_dir, read_checkpoint_file, write_checkpoint_file
 from ..log.discovery import discover
 from ..log.lock import ensure_not_locked, hold_lock
 from ..log.topic_config import TopicConfig, configured_partitions
@@ -207,18 +208,23 @@ def execute_partition(plan: PartitionRetention, *, delete_delay_ms: int = 0,
             _say(step, f"write {N.LEADER_EPOCH_CHECKPOINT}")
             write_checkpoint_file(epochs_path, C.format_leader_epoch_checkpoint(trimmed))
     renamed = []
-    for d in plan.deletions:
-        for p in _segment_files(plan.path, d.base_offset):
-            target = p.with_name(f"{p.name}.{N.DELETED}")
-            _say(step, f"rename {p.name} -> {target.name}")
-            os.replace(p, target)
-            renamed.append(target)
-    fsync_dir(plan.path)
-    if delete_delay_ms == 0:
-        for p in renamed:
-            _say(step, f"remove {p.name}")
-            os.remove(p)
+    # a file gone since planning is skipped, as Kafka's deleteIfExists does; other disk errors
+    # are typed and name the file (recover completes the .deleted renames)
+    with disk_errors("deleting segments", plan.path):
+        for d in plan.deletions:
+            for p in _segment_files(plan.path, d.base_offset):
+                target = p.with_name(f"{p.name}.{N.DELETED}")
+                _say(step, f"rename {p.name} -> {target.name}")
+                with contextlib.suppress(FileNotFoundError):
+                    os.replace(p, target)
+                    renamed.append(target)
         fsync_dir(plan.path)
+        if delete_delay_ms == 0:
+            for p in renamed:
+                _say(step, f"remove {p.name}")
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(p)
+            fsync_dir(plan.path)
 
 
 @dataclass
