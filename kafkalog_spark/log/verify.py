@@ -102,6 +102,7 @@ class SegmentCheck:
     last_offset: int | None  # last valid entry's last offset
     valid_bytes: int  # end of the last entry before the first structure/CRC problem
     producer_batches: bool  # any v2 batch with a producer id (needs the producer replay)
+    readable: bool = True  # False: the .log could not be opened (reported, nothing else checked)
 
     @property
     def next_offset(self) -> int | None:
@@ -324,6 +325,13 @@ def verify_segment(seg: Segment, *, deep: bool = False, check_indexes: bool = Tr
     SegmentCheck
     """
     file = str(seg.log)
+    try:
+        with open(seg.log, "rb"):
+            pass
+    except OSError as exc:  # unreadable (permissions, I/O error): a problem, not a crash
+        return SegmentCheck([Problem(ERROR, "file", f"cannot read: {exc.strerror or exc}", file,
+                                     None, seg.base_offset)], seg.log_size, 0, None, None, None,
+                            None, 0, False, readable=False)
     problems: list[Problem] = []
     records = None
     with mapped_file(seg.log) as buf:
@@ -448,6 +456,8 @@ def verify_producer_state(part: PartitionDir, checks: Sequence[SegmentCheck], *,
         tracker.load_snapshot(valid[first_base][1])
     pending = sorted(o for o in valid if o > first_base)
     for seg, c in zip(part.segments, checks):
+        if not c.readable:
+            break  # reported by verify_segment; nothing after it can be replayed
         aborted: list = []
         try:
             with mapped_file(seg.log) as buf:
