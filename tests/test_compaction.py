@@ -309,6 +309,18 @@ class Crash(Exception):
     pass
 
 
+def crash_at(k: int):
+    """A ``step`` hook that raises :class:`Crash` at the ``k``-th step (0-based)."""
+    seen = [0]
+
+    def step(label: str) -> None:
+        if seen[0] == k:
+            raise Crash(label)
+        seen[0] += 1
+
+    return step
+
+
 def test_crash_at_every_swap_step_then_recover(tmp_path):
     from kafkalog_spark.recovery.recover import recover
 
@@ -321,15 +333,8 @@ def test_crash_at_every_swap_step_then_recover(tmp_path):
     assert len(labels) > 8
     for k in range(len(labels)):
         log_dir, _ = worked_example(tmp_path / f"c{k}")
-        seen = [0]
-
-        def step(label: str) -> None:
-            if seen[0] == k:
-                raise Crash(label)
-            seen[0] += 1
-
         with pytest.raises(Crash):
-            cmp(log_dir, now_ms=T, options=opts, execute=True, step=step)
+            cmp(log_dir, now_ms=T, options=opts, execute=True, step=crash_at(k))
         recover(log_dir, execute_plan=True)
         got = rows(log_dir)
         assert got in (old, new), labels[k]

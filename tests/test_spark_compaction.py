@@ -15,7 +15,8 @@ from kafkalog_spark.log import naming as N
 from kafkalog_spark.log.atomic import write_checkpoint_file
 from kafkalog_spark.log.writer import STAGING_INFIX
 
-from test_compaction import D, T, batches, build_partition, rec, rows, txn_log, worked_example
+from test_compaction import (D, Crash, T, batches, build_partition, crash_at, rec, rows,
+                             txn_log, worked_example)
 
 pytestmark = pytest.mark.spark
 
@@ -78,10 +79,6 @@ def test_uncompacted_clean_range_takes_the_semi_join(spark, tmp_path):
     assert leftovers(other) == []
 
 
-class Crash(Exception):
-    pass
-
-
 def test_crash_in_the_swap_then_recover(spark, tmp_path):
     """The Spark engine's swap renames the task-written .cleaned files: a crash at each step
     of it, then recover, gives the old or the new records, never a mix."""
@@ -97,16 +94,9 @@ def test_crash_in_the_swap_then_recover(spark, tmp_path):
     assert not any(label.startswith("write 00000000000000000000.log") for label in labels)
     for k in sorted({0, len(labels) // 2, len(labels) - 1}):
         log_dir, _ = worked_example(tmp_path / f"c{k}")
-        seen = [0]
-
-        def step(label: str) -> None:
-            if seen[0] == k:
-                raise Crash(label)
-            seen[0] += 1
-
         with pytest.raises(Crash):
             compact(log_dir, now_ms=T, execute=True, options=opts, engine="spark", spark=spark,
-                    step=step)
+                    step=crash_at(k))
         assert not [p for p in log_dir.parent.iterdir() if STAGING_INFIX in p.name]
         recover(log_dir, execute_plan=True)
         assert rows(log_dir) in (old, new), labels[k]
