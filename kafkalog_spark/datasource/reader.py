@@ -50,7 +50,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # entries walked from an offset-index entry to validate it as a cut point (<=3.9 brokers index
 # one entry per append, which may hold several batches)
 _CUT_CHECK_ENTRIES = 64
-MIN_TASKS = 64  # below this many splits each split is a task; packing keeps at least this many
+MIN_TASKS = 16  # up to this many splits each is a task; packing keeps at least this many tasks
 OPEN_COST_BYTES = 1 << 20  # weight of opening one split when packing (Spark: openCostInBytes)
 
 
