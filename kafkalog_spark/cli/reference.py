@@ -47,9 +47,15 @@ def _param_row(ctx: click.Context, param: click.Parameter) -> str:
     return f"| {names} | {_cell(kind)} | {_cell(help_text)} |"
 
 
+def _group_context() -> click.Context:
+    """The group's context as a real run makes it (its settings, e.g. ``-h`` for help, are what
+    the commands inherit; click caches a command's help option from the first context)."""
+    return cli.make_context("kafkalog", [], resilient_parsing=True)
+
+
 def command_markdown(name: str, command: click.Command) -> str:
     """One command's section: usage, its help text, and a table of its parameters."""
-    ctx = click.Context(command, info_name=f"kafkalog {name}")
+    ctx = click.Context(command, info_name=name, parent=_group_context())
     lines = [f"## `kafkalog {name}`", "", "```", command.get_usage(ctx), "```", ""]
     lines += [inspect.cleandoc(command.help or ""), ""]
     params = [p for p in command.get_params(ctx) if p.name != "help"]
@@ -60,7 +66,7 @@ def command_markdown(name: str, command: click.Command) -> str:
 
 def reference_markdown() -> str:
     """The whole reference: the group's help, then every command in name order."""
-    ctx = click.Context(cli, info_name="kafkalog")
+    ctx = _group_context()
     parts = [HEADER, (cli.help or "").strip() + "\n"]
     for name in cli.list_commands(ctx):
         parts.append(command_markdown(name, cli.get_command(ctx, name)))
