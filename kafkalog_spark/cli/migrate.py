@@ -85,7 +85,7 @@ def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_patt
 
         spark = session(master, app_name="kafkalog-migrate")
     # with --spark the tasks read the files in other processes: the line shows elapsed time
-    files = [] if use_spark else segment_files(list(src))
+    files = (lambda: []) if use_spark else (lambda: segment_files(list(src)))
     with Progress("migrate", enabled=progress, files=files):
         metrics = migrate(list(src), dest, spark=spark, dry_run=dry_run,
                           topics=list(topics) or None, topic_pattern=topic_pattern,

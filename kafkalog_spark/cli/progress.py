@@ -19,7 +19,7 @@ Usage from a command module::
     @click.command("compact")
     @progress_option
     def command(..., progress: bool | None) -> None:
-        with Progress("compact", enabled=progress, files=segment_files(log_dirs)):
+        with Progress("compact", enabled=progress, files=lambda: segment_files(log_dirs)):
             result = compact(...)
 """
 
@@ -91,9 +91,10 @@ class Progress:
         The command name, printed at the start of the line.
     enabled : bool or None
         ``None``: only when ``stream`` is a terminal.
-    files : sequence of (path, size), optional
+    files : sequence of (path, size), or a callable returning one, optional
         What the job reads, in order; a sampler thread then follows the job by the files this
-        process has open. Without it, call :meth:`advance`.
+        process has open. A callable is called only when the line is enabled (listing a big
+        log dir costs seconds). Without it, call :meth:`advance`.
     unit : str
         What one file is called in the line (``"segments"``, ``"files"``).
     stream : file, optional
@@ -103,7 +104,8 @@ class Progress:
     """
 
     def __init__(self, label: str, *, enabled: bool | None = None,
-                 files: Sequence[tuple[Path, int]] = (), unit: str = "segments",
+                 files: Sequence[tuple[Path, int]] | Callable[[], Sequence[tuple[Path, int]]] = (),
+                 unit: str = "segments",
                  stream: IO[str] | None = None, interval: float = 0.5) -> None:
         self.label = label
         self.stream = stream if stream is not None else sys.stderr
@@ -112,6 +114,8 @@ class Progress:
         self.tty = tty
         self.unit = unit
         self.interval = interval if tty else interval * 4
+        if callable(files):
+            files = files() if self.enabled else ()
         self.files = [(str(Path(p)), int(s)) for p, s in files]
         self._index = {p: i for i, (p, _) in enumerate(self.files)}
         self._prefix = [0]

@@ -47,7 +47,7 @@ def command(paths: tuple[str, ...], execute: bool, force: bool, kinds: tuple[str
     """Rebuild missing, inconsistent (or with --force, all) index files of log dirs, partition
     dirs or .log files. Replaced files are kept in the quarantine. Refuses a locked log dir."""
     refuse_symlinked_files(paths)
-    with Progress("rebuild-index", enabled=progress, files=segment_files(list(paths))):
+    with Progress("rebuild-index", enabled=progress, files=lambda: segment_files(list(paths))):
         report = rebuild_indexes(list(paths), execute_plan=execute, force=force,
                                  kinds=kinds or INDEX_KINDS, quarantine_dir=quarantine_dir)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render(report))

@@ -51,7 +51,7 @@ def command(log_dirs: tuple[str, ...], execute: bool, quarantine_dir: str | None
     later segments go to a quarantine with a SHA-256 manifest), rebuild indexes, producer
     snapshots, leader-epoch and offset checkpoints. Refuses a log dir a broker holds.
     """
-    with Progress("recover", enabled=progress, files=segment_files(list(log_dirs))):
+    with Progress("recover", enabled=progress, files=lambda: segment_files(list(log_dirs))):
         report = recover(list(log_dirs), execute_plan=execute, quarantine_dir=quarantine_dir,
                          step=None)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render(report))

@@ -82,7 +82,7 @@ def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool,
             report = verify_spark(session(master), list(paths), deep=deep,
                                   check_indexes=not no_indexes)
     else:
-        with Progress("verify", enabled=progress, files=segment_files(list(paths))):
+        with Progress("verify", enabled=progress, files=lambda: segment_files(list(paths))):
             report = verify(list(paths), deep=deep, check_indexes=not no_indexes)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
