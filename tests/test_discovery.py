@@ -264,3 +264,31 @@ def test_bad_meta_properties_is_reported_not_fatal(tmp_path: Path) -> None:
     (tmp_path / "meta.properties").write_text("version=1\nnode.id=\\u12\n")
     (d,) = discover(tmp_path).log_dirs
     assert d.meta_properties is None and "\\uxxxx" in (d.meta_properties_error or "")
+
+
+def test_index_files_pair_with_the_log_of_the_same_name(tmp_path: Path) -> None:
+    """Index paths are derived from the ``.log`` name: a short spelling of the offset pairs with
+    its own ``.index``; an index spelling the offset differently from its ``.log`` is an orphan."""
+    part = tmp_path / "t-0"
+    part.mkdir()
+    for name in ("5.log", "5.index", "00000000000000000009.log", "9.timeindex",
+                 "00000000000000000009.index"):
+        (part / name).write_bytes(b"")
+    found = discover(part).partitions[0]
+    short, canonical = found.segments
+    assert (short.log.name, short.index.name, short.timeindex) == ("5.log", "5.index", None)
+    assert canonical.index == part / "00000000000000000009.index"
+    assert canonical.timeindex is None and canonical.txnindex is None
+    assert names(found.orphan_indexes) == ["9.timeindex"]
+
+
+def test_segments_pickle_and_share_their_folder(shared_fixtures: Path) -> None:
+    """Segments travel to Spark tasks by pickle; the partition folder is one shared object."""
+    import pickle
+
+    part = discover(shared_fixtures / DONALD / "__consumer_offsets-17").partitions[0]
+    assert all(s.dir is part.path for s in part.segments)
+    back = pickle.loads(pickle.dumps(part.segments))
+    assert back == part.segments
+    assert [s.log for s in back] == [s.log for s in part.segments]
+    assert back[0].timeindex == part.path / "00000000000000000000.timeindex"

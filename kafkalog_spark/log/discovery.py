@@ -41,20 +41,53 @@ _LOG_DIR_MARKERS = (N.META_PROPERTIES, N.LOCK_FILE, N.CLEAN_SHUTDOWN_FILE, *N.CH
 META_PROPERTIES_MAX_BYTES = 1 << 16  # meta.properties is a handful of lines; refuse more
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Segment:
-    """One segment: its ``.log`` and whichever index files exist, from ``stat`` only."""
+    """One segment: its ``.log`` and whichever index files exist, from ``stat`` only.
+
+    Paths are derived from the partition folder (one object shared by its segments) and the
+    ``.log`` name, and index sizes are ``None`` for an absent file: a listing of tens of
+    thousands of segments then costs a few hundred bytes each instead of four path objects.
+    """
 
     base_offset: int
-    log: Path
+    dir: Path
+    name: str  # the .log's file name; the index files share its stem
     log_size: int
     mtime: float  # the .log's modification time (Kafka falls back to it for retention)
-    index: Path | None = None
-    timeindex: Path | None = None
-    txnindex: Path | None = None
     index_size: int | None = None
     timeindex_size: int | None = None
     txnindex_size: int | None = None
+
+    @property
+    def log(self) -> Path:
+        """The ``.log`` file."""
+        return self.dir / self.name
+
+    @property
+    def index(self) -> Path | None:
+        """The ``.index`` file, when present."""
+        return self._sibling(N.INDEX, self.index_size)
+
+    @property
+    def timeindex(self) -> Path | None:
+        """The ``.timeindex`` file, when present."""
+        return self._sibling(N.TIME_INDEX, self.timeindex_size)
+
+    @property
+    def txnindex(self) -> Path | None:
+        """The ``.txnindex`` file, when present."""
+        return self._sibling(N.TXN_INDEX, self.txnindex_size)
+
+    def _sibling(self, kind: str, size: int | None) -> Path | None:
+        if size is None:
+            return None
+        return self.dir / sibling_name(self.name, kind)
+
+
+def sibling_name(log_name: str, kind: str) -> str:
+    """The name of a segment file of ``kind`` next to the ``.log`` named ``log_name``."""
+    return f"{log_name.rpartition('.')[0]}.{kind}"
 
 
 @dataclass(frozen=True)
@@ -345,19 +378,26 @@ def _classify(path: Path, topic: str | None, partition: int | None, kind: str | 
             snapshots.append(p)
         else:
             indexes.setdefault(parsed.offset, {})[parsed.kind] = p
-    segments = tuple(_segment(off, logs[off], indexes.get(off, {}), stat) for off in sorted(logs))
-    orphans = tuple(p for off in sorted(indexes) if off not in logs
-                    for _, p in sorted(indexes[off].items(), key=lambda kv: kv[1].name))
+    paired: dict[int, dict[str, Path]] = {}
+    orphans: list[Path] = []
+    for off in sorted(indexes):
+        for index_kind, p in sorted(indexes[off].items(), key=lambda kv: kv[1].name):
+            if off in logs and p.name == sibling_name(logs[off].name, index_kind):
+                paired.setdefault(off, {})[index_kind] = p
+            else:  # no .log, or one with another spelling of the offset
+                orphans.append(p)
+    segments = tuple(_segment(path, off, logs[off], paired.get(off, {}), stat)
+                     for off in sorted(logs))
     return PartitionDir(
         path=path, topic=topic, partition=partition, kind=kind, uuid=uuid, segments=segments,
-        leftovers=tuple(leftovers), orphan_indexes=orphans, snapshots=tuple(snapshots),
+        leftovers=tuple(leftovers), orphan_indexes=tuple(orphans), snapshots=tuple(snapshots),
         kraft_snapshots=tuple(kraft), unknown=tuple(sorted(unknown)),
         partition_metadata=N.PARTITION_METADATA in files,
         leader_epoch_checkpoint=N.LEADER_EPOCH_CHECKPOINT in files,
     )
 
 
-def _segment(base_offset: int, log: Path, indexes: dict[str, Path],
+def _segment(folder: Path, base_offset: int, log: Path, indexes: dict[str, Path],
              stat: Callable[[Path], os.stat_result] = Path.stat) -> Segment:
     st = stat(log)
 
@@ -366,10 +406,9 @@ def _segment(base_offset: int, log: Path, indexes: dict[str, Path],
         return None if p is None else stat(p).st_size
 
     return Segment(
-        base_offset=base_offset, log=log, log_size=st.st_size, mtime=st.st_mtime,
-        index=indexes.get(N.INDEX), timeindex=indexes.get(N.TIME_INDEX),
-        txnindex=indexes.get(N.TXN_INDEX), index_size=size(N.INDEX),
-        timeindex_size=size(N.TIME_INDEX), txnindex_size=size(N.TXN_INDEX),
+        base_offset=base_offset, dir=folder, name=log.name, log_size=st.st_size,
+        mtime=st.st_mtime, index_size=size(N.INDEX), timeindex_size=size(N.TIME_INDEX),
+        txnindex_size=size(N.TXN_INDEX),
     )
 
 
