@@ -114,3 +114,27 @@ def test_plan_bins_prefers_whole_partitions_when_they_balance(tmp_path: Path) ->
     assert sorted((u[0], u[1]) for b in bins for u in b) == sorted(
         (pi, si) for pi, p in enumerate(parts) for si in range(len(p.segments)))
     assert plan_bins([], 2) == ("segments", [])
+
+
+def test_plan_bins_caps_segments_per_task(tmp_path: Path) -> None:
+    """Many segments make more tasks than cores, so a task's memory does not grow with the
+    log dir; every segment is still planned exactly once."""
+    from kafkalog_spark.log.discovery import discover
+
+    kl.write_log(records(1200, partitions=6), tmp_path / "many", segment_bytes=2 * 1024,
+                 max_batch_records=20)
+    parts = discover(tmp_path / "many").all_partition_dirs()
+    segments = sum(len(p.segments) for p in parts)
+    assert segments >= 60
+    shape, bins = plan_bins(parts, 2, max_segments=10)
+    assert len(bins) >= segments // 10
+
+    def count(unit) -> int:
+        return len(unit[2]) if shape == "partitions" else 1
+
+    planned = sorted((u[0], v[1]) for b in bins for u in b
+                     for v in (u[2] if shape == "partitions" else [u]))
+    assert planned == sorted((pi, si) for pi, p in enumerate(parts)
+                             for si in range(len(p.segments)))
+    assert max(sum(count(u) for u in b) for b in bins) <= 2 * 10
+    assert len(plan_bins(parts, 2)[1]) == 2  # under the default cap: one task per core

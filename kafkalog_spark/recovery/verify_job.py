@@ -5,7 +5,8 @@ The driver discovers the dirs (listings and ``stat`` only) and sends the work to
 :func:`~kafkalog_spark.log.verify.verify_segment` and
 :func:`~kafkalog_spark.log.verify.verify_producer_state` — the same functions the local
 :func:`~kafkalog_spark.log.verify.verify` calls — in one task per core holding an equal share
-of bytes (:func:`balance`). Two shapes, chosen by :func:`plan_bins`:
+of bytes (:func:`balance`), or more tasks when a core's share would exceed
+:data:`MAX_SEGMENTS_PER_TASK` segments (task memory stays flat as log dirs grow). Two shapes, chosen by :func:`plan_bins`:
 
 * **whole partitions** (the usual case: many partitions) — one Spark job; a task checks its
   partitions' segments and then replays their producer state;
@@ -40,6 +41,10 @@ SPARK_THRESHOLD_BYTES = 16 << 30  # `kafkalog verify` switches to Spark from thi
 
 
 BALANCE_SLACK = 1.15  # whole-partition bins may be this much above an even share of bytes
+# a task checks at most about this many segments: its inputs and results are held until it
+# ends, so one task per core over 40k segments grew each task by ~50 MB; more tasks cost
+# ~65 ms each here (a tenth of a second per 2,000 segments checked in ~1 s)
+MAX_SEGMENTS_PER_TASK = 2000
 
 
 def _needs_state(part, checks: Sequence[SegmentCheck], check_indexes: bool) -> bool:
@@ -86,17 +91,20 @@ def balance(units: list, n: int, size=lambda u: u[2].log_size) -> list[list]:
     return [b for b in bins if b]
 
 
-def plan_bins(parts: Sequence, n: int) -> tuple[str, list[list]]:
-    """``("partitions", bins)`` when whole partitions fill ``n`` bins within
+def plan_bins(parts: Sequence, n: int,
+              max_segments: int = MAX_SEGMENTS_PER_TASK) -> tuple[str, list[list]]:
+    """``("partitions", bins)`` when whole partitions fill the bins within
     :data:`BALANCE_SLACK` of an even share of bytes (one Spark job), else ``("segments",
-    bins)``. Partition units are ``(pi, part, segment units)``; segment units are ``(pi, si,
-    segment, active, topic, partition)``."""
+    bins)``. There are ``n`` bins, or more when that would give a bin more than about
+    ``max_segments`` segments. Partition units are ``(pi, part, segment units)``; segment
+    units are ``(pi, si, segment, active, topic, partition)``."""
     seg_units = [[(pi, si, seg, si == len(part.segments) - 1, part.topic, part.partition)
                   for si, seg in enumerate(part.segments)] for pi, part in enumerate(parts)]
     part_units = [(pi, part, units) for pi, (part, units) in enumerate(zip(parts, seg_units))
                   if units]
     total = sum(p.size for p in parts)
-    n = max(1, min(n, sum(len(u) for u in seg_units)))
+    segments = sum(len(u) for u in seg_units)
+    n = max(1, min(max(n, -(-segments // max_segments)), segments))
     whole = balance(part_units, n, size=lambda u: u[1].size)
     heaviest = max((sum(u[1].size for u in b) for b in whole), default=0)
     if len(whole) == n and heaviest <= BALANCE_SLACK * total / n:
@@ -118,8 +126,9 @@ def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence
     deep, check_indexes : bool
         As for the local verify.
     tasks : int, optional
-        Number of Spark tasks (default: the default parallelism, one per core); whole
-        partitions or segments are spread over them by size (:func:`plan_bins`).
+        Number of Spark tasks (default: the default parallelism, one per core; more when a
+        task would check over :data:`MAX_SEGMENTS_PER_TASK` segments); whole partitions or
+        segments are spread over them by size (:func:`plan_bins`).
 
     Returns
     -------
