@@ -143,6 +143,47 @@ t0 = time.perf_counter(); r = verify_spark(s, DIR); report(time.perf_counter() -
 }
 
 
+# operations that write: run after every read-only one. Migrations write new tables under
+# ROOT; the Spark compaction works on a copy of the log dir (made outside the timing) and the
+# local compaction then on the log dir itself, so it runs last.
+EXECUTIONS = {
+    "migrate (local)": r'''
+from kafkalog_spark.delta.migrate import migrate
+t0 = time.perf_counter(); m = migrate(DIR, ROOT + "/delta-local")
+report(time.perf_counter() - t0, rows=m["records"], files=m["files"])
+''',
+    "migrate (spark)": r'''
+from kafkalog_spark.delta.migrate import migrate
+from kafkalog_spark.spark import session
+s = session("local[2]", driver_memory="2g")
+migrate(WARM, ROOT + "/delta-warm", spark=s)  # workers started, numba caches loaded
+t0 = time.perf_counter(); m = migrate(DIR, ROOT + "/delta-spark", spark=s)
+report(time.perf_counter() - t0, rows=m["records"], files=m["files"])
+''',
+    "compact (spark, execute)": r'''
+import shutil
+from kafkalog_spark.compaction.compact import compact
+from kafkalog_spark.spark import session
+copy = ROOT + "/compact-copy"
+shutil.copytree(DIR, copy)
+s = session("local[2]", driver_memory="2g")
+shutil.copytree(WARM, ROOT + "/compact-warm")
+compact(ROOT + "/compact-warm", execute=True, engine="spark", spark=s,  # workers started
+        config_file=os.path.dirname(WARM) + "/topic-configs.json")
+t0 = time.perf_counter()
+r = compact(copy, execute=True, engine="spark", spark=s, config_file=ROOT + "/topic-configs.json")
+report(time.perf_counter() - t0, cleaned=r.metrics["partitions_cleaned"])
+shutil.rmtree(copy)
+''',
+    "compact (local, execute)": r'''
+from kafkalog_spark.compaction.compact import compact
+t0 = time.perf_counter()
+r = compact(DIR, execute=True, config_file=ROOT + "/topic-configs.json")
+report(time.perf_counter() - t0, cleaned=r.metrics["partitions_cleaned"])
+''',
+}
+
+
 def run_process(argv: list[str]) -> tuple[float, int | None, str]:
     """Run ``argv``; return (wall seconds, peak RSS MB the process printed, stdout)."""
     t0 = time.perf_counter()
@@ -211,7 +252,7 @@ def _measure_once(add, wanted, log_dir: str, root: str, warm: str, spark: bool) 
             warm_cache(log_dir)
             wall, rss, _ = run_process([PY, "-c", CLI, *args])
             add(op, wall, rss)
-    for op, code in SNIPPETS.items():
+    for op, code in {**SNIPPETS, **EXECUTIONS}.items():
         if not wanted(op) or ("spark" in op and not spark):
             continue
         warm_cache(log_dir)
@@ -220,7 +261,7 @@ def _measure_once(add, wanted, log_dir: str, root: str, warm: str, spark: bool) 
             if line.startswith("RESULT "):
                 r = json.loads(line[7:])
                 note = ", ".join(f"{k} {v}" for k, v in r.items()
-                                 if k in ("tasks", "rows", "splits", "ok"))
+                                 if k in ("tasks", "rows", "splits", "ok", "files", "cleaned"))
                 add(r.get("op", op), r["seconds"], r.get("driver_mb"), r.get("tasks_mb"),
                     r.get("jvm_mb"), note)
 
