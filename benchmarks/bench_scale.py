@@ -1,4 +1,4 @@
-"""Scale benchmark: info, read, verify, compaction and migration planning on big log dirs.
+"""Scale benchmark: info, read, verify, compaction and migration (plans and runs) on big log dirs.
 
 For each size (``--partitions``, a list; about ``--segments`` segments each) a log dir is made
 with :mod:`gen_big` (mixed codecs, some v0/v1 segments), then every operation runs in a
@@ -15,7 +15,12 @@ with :mod:`gen_big` (mixed codecs, some v0/v1 segments), then every operation ru
 * ``verify (spark)`` — :func:`verify_spark` on ``local[2]``, session start excluded;
 * ``compact (dry run)`` — ``kafkalog compact DIR --config-file topic-configs.json`` (CLI, plans
   every compacted partition, changes nothing);
-* ``migrate (dry run)`` — ``kafkalog migrate --dry-run DIR DEST`` (CLI, plans every partition).
+* ``migrate (dry run)`` — ``kafkalog migrate --dry-run DIR DEST`` (CLI, plans every partition);
+* ``migrate (local)`` / ``migrate (spark)`` — :func:`~kafkalog_spark.delta.migrate.migrate` of
+  the whole log dir into new Delta tables (Spark: session start and a warm-up run excluded);
+* ``compact (spark, execute)`` — one cleaning round with Spark on a copy of the log dir (copy
+  and a warm-up round excluded); ``compact (local, execute)`` — the same round in-process on
+  the log dir itself, last, since it changes it.
 
 CLI rows include the interpreter start and imports (``kafkalog --version`` is listed as the
 baseline). Every file is read once before each operation, so the page cache is warm. Each
