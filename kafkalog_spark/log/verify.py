@@ -28,7 +28,7 @@ in this process; :mod:`kafkalog_spark.recovery.verify_job` runs the same functio
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -88,7 +88,7 @@ class VerifyReport:
                 "problems": [asdict(p) for p in self.problems]}
 
 
-@dataclass
+@dataclass(slots=True)
 class SegmentCheck:
     """What :func:`verify_segment` found in one segment, plus the facts the partition-level
     checks need (so they never re-read a segment's headers to learn them)."""
@@ -128,24 +128,29 @@ def verify(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
         ``report.ok`` is False when any error-severity problem was found.
     """
     found = discover(paths)
-    parts = found.all_partition_dirs()
-    checks = [[verify_segment(seg, deep=deep, check_indexes=check_indexes,
-                              active=i == len(part.segments) - 1, topic=part.topic,
-                              partition=part.partition)
-               for i, seg in enumerate(part.segments)] for part in parts]
-    states = [verify_producer_state(part, c, check_indexes=check_indexes)
-              for part, c in zip(parts, checks)]
-    return assemble_report(found, paths, checks, states, deep=deep)
+
+    def results() -> Iterator[tuple[list[SegmentCheck], list[Problem]]]:
+        # one partition at a time: the report keeps its problems, not every segment's check
+        for part in found.all_partition_dirs():
+            checks = [verify_segment(seg, deep=deep, check_indexes=check_indexes,
+                                     active=i == len(part.segments) - 1, topic=part.topic,
+                                     partition=part.partition)
+                      for i, seg in enumerate(part.segments)]
+            yield checks, verify_producer_state(part, checks, check_indexes=check_indexes)
+
+    return assemble_report(found, paths, results(), deep=deep)
 
 
-def assemble_report(found, paths, checks: list[list[SegmentCheck]],
-                    states: list[list[Problem]], *, deep: bool) -> VerifyReport:
-    """Combine per-segment and per-partition results (computed here or by Spark tasks, in
-    ``found.all_partition_dirs()`` order) with the log-dir checks into one report."""
+def assemble_report(found, paths,
+                    results: Iterable[tuple[Sequence[SegmentCheck], Sequence[Problem]]], *,
+                    deep: bool) -> VerifyReport:
+    """Combine per-partition results — each partition's segment checks and producer-state
+    problems, computed here or by Spark tasks, in ``found.all_partition_dirs()`` order — with
+    the log-dir checks into one report."""
     report = VerifyReport(records=0 if deep else None)
     parts = found.all_partition_dirs()
     ends: dict[str, dict[tuple[str, int], tuple[int, int]]] = {}
-    for part, seg_checks, state in zip(parts, checks, states):
+    for part, (seg_checks, state) in zip(parts, results, strict=True):
         report.partitions += 1
         report.problems.extend(_partition_file_problems(part))
         for c in seg_checks:

@@ -145,7 +145,7 @@ def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence
         task = partial(_partition_bin, deep=deep, check_indexes=check_indexes)
         for pi, seg_checks, state in sc.parallelize(bins, len(bins)).flatMap(task).collect():
             checks[pi], states[pi] = seg_checks, state
-        return assemble_report(found, paths, checks, states, deep=deep)
+        return assemble_report(found, paths, zip(checks, states), deep=deep)
     if bins:
         task = partial(_segment_bin, deep=deep, check_indexes=check_indexes)
         for pi, si, result in sc.parallelize(bins, len(bins)).flatMap(task).collect():
@@ -157,7 +157,7 @@ def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence
         task = partial(_state_task, check_indexes=check_indexes)
         for pi, problems in sc.parallelize(state_units, n).map(task).collect():
             states[pi] = problems
-    return assemble_report(found, paths, checks, states, deep=deep)
+    return assemble_report(found, paths, zip(checks, states), deep=deep)
 
 
 def problems_dataframe(spark: "SparkSession", report: VerifyReport) -> "DataFrame":
