@@ -117,3 +117,17 @@ def test_dump_and_migrate_progress(log_dir: Path, tmp_path: Path) -> None:
     assert err.splitlines()[-1].startswith("dump: 1/1 files") and "Dumping" not in err
     code, out, err = cli(["migrate", "--progress", "--dry-run", log_dir, tmp_path / "d"])
     assert code == 0 and "planned:" in out and err.splitlines()[-1].startswith("migrate:")
+
+
+def test_compact_progress(log_dir: Path, tmp_path: Path) -> None:
+    """The local compaction round's line follows the segments it reads; stdout is the report."""
+    import shutil
+
+    copy = shutil.copytree(log_dir, tmp_path / "logs")
+    args = ["compact", "--execute", "--force", "--config", "cleanup.policy=compact", copy]
+    n = len(segment_files(copy))  # the round merges segments: count them before
+    code, out, err = cli([*args, "--progress"])
+    assert code == 0 and "cleaned 3 partitions" in out and "compact:" not in out
+    assert err.splitlines()[-1].startswith(f"compact: {n}/{n} segments") and err.endswith(" done\n")
+    code, out, err = cli(args)  # a second round: nothing due, no line unless asked
+    assert code == 0 and err == ""

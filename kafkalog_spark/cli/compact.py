@@ -13,6 +13,7 @@ import click
 
 from ..compaction.compact import ENGINES, CompactionResult, compact
 from .options import maintenance_options, parse_config_options
+from .progress import Progress, progress_option, segment_files
 
 
 def render(result: CompactionResult) -> str:
@@ -40,17 +41,22 @@ def render(result: CompactionResult) -> str:
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
               help="Rewrite in this process, or shuffle keys and rewrite with Spark.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and metrics as JSON.")
+@progress_option
 def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
             configs: tuple[str, ...], config_file: str | None, topics: tuple[str, ...],
-            force: bool, engine: str, as_json: bool) -> None:
+            force: bool, engine: str, as_json: bool, progress: bool | None) -> None:
     """Compact topics whose cleanup.policy includes compact: keep the latest record per key,
     drop aborted data, tombstones and markers past their delete horizon, keep every surviving
     record's offset; swap segments in Kafka's crash-safe order and update
     cleaner-offset-checkpoint. Refuses a log dir a broker holds.
     """
-    result = compact(list(log_dirs), execute=execute, now_ms=now_ms,
-                     options=parse_config_options(configs), config_file=config_file,
-                     topics=list(topics) or None, force=force, engine=engine)
+    # local: segments are read partition by partition in listing order, so the furthest one
+    # open tells how far the round is; Spark tasks read them elsewhere: elapsed time only
+    files = (lambda: segment_files(list(log_dirs))) if engine == "local" else ()
+    with Progress("compact", enabled=progress, files=files):
+        result = compact(list(log_dirs), execute=execute, now_ms=now_ms,
+                         options=parse_config_options(configs), config_file=config_file,
+                         topics=list(topics) or None, force=force, engine=engine)
     click.echo(json.dumps(result.to_dict(), indent=2) if as_json else render(result))
     if result.plans and not execute:
         sys.exit(1)

@@ -5,7 +5,7 @@ also into a file or pipe); ``--no-progress`` turns it off. Stdout — the report
 is never touched, so ``kafkalog verify --json --progress DIR > report.json`` stays valid JSON.
 
 The library functions the commands call (``verify``, ``recover``, ``rebuild_indexes``,
-``migrate``, ``dump_files``) take no progress callback, so the progress is *observed*: the
+``migrate``, ``dump_files``, ``compact``) take no progress callback, so the progress is *observed*: the
 command lists the segment files it is about to read (:func:`segment_files`, from discovery's
 ``stat`` only), and a sampler thread looks at which of them this process has open
 (``/proc/self/fd``) every half second. Files are read in discovery order, so the files before
