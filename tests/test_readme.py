@@ -13,7 +13,9 @@ import kafkalog_spark as kl
 from kafkalog_spark.cli import cli
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-CTX = click.Context(cli, info_name="kafkalog")
+# contexts as a real run makes them: click caches a command's help option from the first
+# context it sees, and a context without the group's settings would cache plain `--help`
+CTX = cli.make_context("kafkalog", [], resilient_parsing=True)
 
 
 def command_rows() -> dict[str, tuple[str, str]]:
@@ -40,7 +42,7 @@ def test_the_command_table_lists_every_command_with_its_arguments() -> None:
     assert sorted(rows) == cli.list_commands(CTX)
     for name, (args, _) in rows.items():
         command = cli.get_command(CTX, name)
-        usage = command.get_usage(click.Context(command, info_name=f"kafkalog {name}"))
+        usage = command.get_usage(click.Context(command, info_name=name, parent=CTX))
         assert usage.split("[OPTIONS] ", 1)[1] == args, (name, usage)
 
 
