@@ -139,6 +139,43 @@ def test_per_topic_tables_equal_read_log(logs, tmp_path):
     assert parquet_on_disk(dest / "orders") == table_files(dest / "orders")
 
 
+def test_small_segments_make_few_row_groups_and_each_table_lists_its_own_partitions(
+        tmp_path, monkeypatch):
+    """Rows of many small segments are buffered into row groups (not one per segment), and a
+    table's read names its own partition dirs, never the whole log dir."""
+    import pyarrow.parquet as pq
+
+    from kafkalog_spark.delta import files as delta_files
+    from kafkalog_spark.delta.plan import TablePlan
+
+    logs = tmp_path / "logs"
+    kl.write_log(records(1500), logs, segment_bytes=2048, max_batch_records=10)
+    segments = sum(len(p.segments) for p in discover(logs).all_partition_dirs())
+    assert segments >= 20
+    paths = []
+    real = TablePlan.read_options
+
+    def spy(self, opts):
+        out = real(self, opts)
+        paths.append(out["path"].split(","))
+        return out
+
+    monkeypatch.setattr(TablePlan, "read_options", spy)
+    dest = tmp_path / "delta"
+    migrate(logs, dest, layout="single")
+    files = sorted(dest.rglob("*.parquet"))
+    assert len(files) == 1  # the single layout is partitioned by topic
+    assert pq.ParquetFile(files[0]).num_row_groups == 1
+    assert paths == [sorted(str(p.path) for p in discover(logs).log_dirs[0].partitions)]
+    assert delta_rows(dest) == log_rows(logs)
+    # a small row-group bound: several groups per file, the same rows
+    monkeypatch.setattr(delta_files, "ROW_GROUP_BYTES", 4096)
+    migrate(logs, tmp_path / "small", layout="single")
+    assert all(pq.ParquetFile(f).num_row_groups > 1
+               for f in (tmp_path / "small").rglob("*.parquet"))
+    assert delta_rows(tmp_path / "small") == log_rows(logs)
+
+
 def test_single_table_with_topic_column_and_selection(logs, tmp_path):
     dest = tmp_path / "one"
     m = migrate(logs, dest, layout="single", include_headers=False, include_metadata=False)

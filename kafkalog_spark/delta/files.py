@@ -43,9 +43,16 @@ def file_name(run_id: str, n: int) -> str:
     return f"{FILE_PREFIX}{run_id}-{n:05d}.snappy.parquet"
 
 
+ROW_GROUP_BYTES = 64 << 20  # Arrow bytes buffered per file before a row group is written
+BUFFER_BYTES = 256 << 20  # all files' buffers together; above it the largest is written
+
+
 def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tuple[str, ...],
                 run_id: str) -> list[DataFile]:
     """Read this run's records of one table in this process and write them as Parquet files.
+
+    Rows are buffered per file into row groups of about :data:`ROW_GROUP_BYTES` (a row group
+    per read batch made thousands of tiny groups from small segments, slow to write and read).
 
     Returns
     -------
@@ -62,46 +69,82 @@ def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tup
     from ..datasource.reader import plan_scan, read_split
 
     opts = parse_read_options(read_options)
-    file_schema = pa.schema([f for f in plan.schema if f.name not in partition_by])
-    open_files: OrderedDict[tuple, tuple[pq.ParquetWriter, str]] = OrderedDict()
-    written: list[tuple[str, tuple]] = []
-    current = plan.path  # the file a failed write names
+    files = _DataFiles(plan.path, partition_by,
+                       pa.schema([f for f in plan.schema if f.name not in partition_by]), run_id)
     try:
         try:
             for split in plan_scan(opts).splits:
                 for batch in read_split(split, opts):
-                    rows = transform(batch, plan.schema)
-                    for values, part in partition_values(rows, partition_by):
-                        current = plan.path
-                        writer = _writer(plan.path, open_files, written, values, partition_by,
-                                         file_schema, run_id)
-                        current = plan.path / open_files[values][1]
-                        writer.write_batch(part.select(file_schema.names))
+                    for values, part in partition_values(transform(batch, plan.schema),
+                                                         partition_by):
+                        files.add(values, part)
         finally:
-            for writer, rel in open_files.values():
-                current = plan.path / rel
-                writer.close()
+            files.close()
     except OSError as exc:
         # pyarrow's errors (full disk, a file size limit) do not name the file
         raise KafkaLogError(f"writing a Parquet data file failed: {exc.strerror or exc}",
-                            Location(str(current))) from exc
+                            Location(str(files.current))) from exc
     return [data_file(plan.path, rel, dict(zip(partition_by, values)))
-            for rel, values in written]
+            for rel, values in files.written]
 
 
-def _writer(root: Path, open_files: OrderedDict, written: list, values: tuple,
-            partition_by: tuple[str, ...], schema: pa.Schema, run_id: str) -> pq.ParquetWriter:
-    if values in open_files:
-        open_files.move_to_end(values)
-        return open_files[values][0]
-    if len(open_files) >= MAX_OPEN_FILES:
-        _, (old, _) = open_files.popitem(last=False)
-        old.close()
-    folder = partition_dir(partition_by, values)
-    rel = f"{folder}/{file_name(run_id, len(written))}" if folder else file_name(run_id,
-                                                                                 len(written))
-    (root / rel).parent.mkdir(parents=True, exist_ok=True)
-    writer = pq.ParquetWriter(root / rel, schema, **PARQUET_OPTIONS)
-    open_files[values] = (writer, rel)
-    written.append((rel, values))
-    return writer
+class _DataFiles:
+    """The open Parquet files of one table's run, one per combination of partition values
+    (at most :data:`MAX_OPEN_FILES`; the least recently used is closed), each with its
+    buffered rows. ``current`` is the file a failed write names."""
+
+    def __init__(self, root: Path, partition_by: tuple[str, ...], schema: pa.Schema,
+                 run_id: str) -> None:
+        self.root, self.partition_by, self.schema, self.run_id = root, partition_by, schema, run_id
+        self.open: OrderedDict[tuple, tuple[pq.ParquetWriter, str]] = OrderedDict()
+        self.buffers: dict[tuple, list[pa.RecordBatch]] = {}
+        self.buffered: dict[tuple, int] = {}
+        self.written: list[tuple[str, tuple]] = []
+        self.current = root
+
+    def add(self, values: tuple, rows: pa.RecordBatch) -> None:
+        if values in self.open:
+            self.open.move_to_end(values)
+        else:
+            if len(self.open) >= MAX_OPEN_FILES:
+                self._close(next(iter(self.open)))
+            self._start(values)
+        self.buffers[values].append(rows.select(self.schema.names))
+        self.buffered[values] += rows.nbytes
+        if self.buffered[values] >= ROW_GROUP_BYTES:
+            self._flush(values)
+        elif sum(self.buffered.values()) > BUFFER_BYTES:
+            self._flush(max(self.buffered, key=self.buffered.__getitem__))
+
+    def close(self) -> None:
+        """Write what is buffered and close every file (also after an error: each file is
+        then complete up to its last row group, and never committed)."""
+        while self.open:
+            self._close(next(iter(self.open)))
+
+    def _start(self, values: tuple) -> None:
+        folder = partition_dir(self.partition_by, values)
+        name = file_name(self.run_id, len(self.written))
+        rel = f"{folder}/{name}" if folder else name
+        self.current = self.root / rel
+        self.current.parent.mkdir(parents=True, exist_ok=True)
+        self.open[values] = (pq.ParquetWriter(self.current, self.schema, **PARQUET_OPTIONS), rel)
+        self.buffers[values], self.buffered[values] = [], 0
+        self.written.append((rel, values))
+
+    def _flush(self, values: tuple) -> None:
+        writer, rel = self.open[values]
+        if self.buffers[values]:
+            self.current = self.root / rel
+            table = pa.Table.from_batches(self.buffers[values])
+            writer.write_table(table, row_group_size=max(1, table.num_rows))
+        self.buffers[values], self.buffered[values] = [], 0
+
+    def _close(self, values: tuple) -> None:
+        try:
+            self._flush(values)
+        finally:
+            writer, rel = self.open.pop(values)
+            del self.buffers[values], self.buffered[values]
+            self.current = self.root / rel
+            writer.close()

@@ -101,7 +101,7 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
             plan = plan_table(path, parts, opts, reached)
             metrics["data_loss"] += plan.gaps
             _step(step, "planned", path)
-            version, files = _run_table(plan, opts, srcs, spark, writer, run_id, reached, step)
+            version, files = _run_table(plan, opts, spark, writer, run_id, reached, step)
         metrics["tables"].append(_table_metrics(plan, version, files))
         metrics["records"] += sum(f.records for f in files)
         metrics["files"] += len(files)
@@ -109,12 +109,12 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
     return metrics
 
 
-def _run_table(plan: TablePlan, opts: MigrateOptions, srcs: list, spark: Any, writer: str,
+def _run_table(plan: TablePlan, opts: MigrateOptions, spark: Any, writer: str,
                run_id: str, reached: dict[str, int], step: Step | None) -> tuple[int | None, list]:
     pending = plan.pending
     if not pending:
         return None, []
-    read_options = plan.read_options(srcs, opts)
+    read_options = plan.read_options(opts)
     if writer == "delta-spark":
         from .spark_job import write_delta_spark
 

@@ -78,8 +78,12 @@ class TablePlan:
         """The partitions whose offset this run moves forward."""
         return [p for p in self.partitions if p.pending]
 
-    def read_options(self, sources: Sequence[PathLike], opts: MigrateOptions) -> dict[str, str]:
-        """Options of the ``kafkalog`` data source that read exactly this run's records."""
+    def read_options(self, opts: MigrateOptions) -> dict[str, str]:
+        """Options of the ``kafkalog`` data source that read exactly this run's records.
+
+        The path names the pending partition dirs themselves, not the log dirs: each table's
+        read then lists only its own partitions (listing whole log dirs once per table made a
+        migration of many topics quadratic)."""
         import json
 
         pending = self.pending
@@ -91,7 +95,7 @@ class TablePlan:
             starting.setdefault(p.topic, {})[str(p.partition)] = p.start
             ending.setdefault(p.topic, {})[str(p.partition)] = p.end
         return {
-            "path": ",".join(str(s) for s in sources),
+            "path": ",".join(p.path for p in pending),
             "assign": json.dumps(assign), "startingOffsets": json.dumps(starting),
             "endingOffsets": json.dumps(ending),
             "includeHeaders": str(opts.include_headers).lower(),
