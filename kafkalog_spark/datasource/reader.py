@@ -311,6 +311,10 @@ def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions, bound
         if end is not None and seg.base_offset >= end:
             break
         for split in _cut(seg, topic, partition, opts.max_bytes_per_partition):
+            if split.next_offset is None and next_base is not None:
+                # the next segment's base bounds this one's offsets: a read window reaching
+                # past it then needs no index lookup to find where to stop
+                split = replace(split, next_offset=next_base)
             if lo is not None and split.next_offset is not None and split.next_offset <= lo:
                 continue
             if end is not None and split.first_offset >= end:
