@@ -43,8 +43,8 @@ def file_name(run_id: str, n: int) -> str:
     return f"{FILE_PREFIX}{run_id}-{n:05d}.snappy.parquet"
 
 
-ROW_GROUP_BYTES = 64 << 20  # Arrow bytes buffered per file before a row group is written
-BUFFER_BYTES = 256 << 20  # all files' buffers together; above it the largest is written
+ROW_GROUP_BYTES = 32 << 20  # Arrow bytes buffered per file before a row group is written
+BUFFER_BYTES = 128 << 20  # all files' buffers together; above it the largest is written
 
 
 def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tuple[str, ...],
