@@ -399,3 +399,43 @@ def test_expired_producers_lose_their_last_batch(tmp_path, now, options, emptied
     assert ((0, 0, 0, 0) in got) is emptied  # the 61-byte empty batch of producer 7
     assert [r[0] for r in rows(log_dir)] == [1, 2]
     assert verify(log_dir).ok
+
+
+def test_partitions_are_swapped_one_at_a_time_and_a_failed_rewrite_leaves_no_cleaned_file(
+        tmp_path, monkeypatch):
+    """The local round rewrites into ``.cleaned`` files and swaps partition by partition (its
+    memory holds one partition's work, not the log dir's); a write failing in the second
+    partition leaves the first one compacted, the second one untouched, no ``.cleaned`` file,
+    and a typed error naming the file."""
+    import errno
+
+    from kafkalog_spark.compaction import rewrite
+    from kafkalog_spark.errors import LogDirError
+
+    log_dir = tmp_path / "logs"
+    segment = [rec(0, b"k1", b"a"), rec(1, b"k1", b"b"), rec(2, b"k2", b"c")]
+    for p in (0, 1):
+        build_partition(log_dir, [segment, []], partition=p)
+    before = rows(log_dir)
+    real = rewrite.rewrite_group
+    calls = []
+
+    def failing(task, retained, sink=None):
+        calls.append(task.partition)
+        if task.partition == 1:
+            sink.write(b"partial")
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(task, retained, sink)
+
+    monkeypatch.setattr(rewrite, "rewrite_group", failing)
+    with pytest.raises(LogDirError, match="No space left") as err:
+        cmp(log_dir, now_ms=T, execute=True)
+    assert err.value.location.file.endswith("t-1/00000000000000000000.log.cleaned")
+    assert calls == [0, 1]
+    assert not list(log_dir.rglob("*.cleaned"))
+    assert batches(log_dir / "t-0") != batches(log_dir / "t-1")  # t-0 compacted, t-1 not
+    assert (log_dir / "t-1" / N.segment_file_name(0, N.LOG)).read_bytes() == b"".join(segment)
+    assert verify(log_dir, deep=True).ok
+    monkeypatch.setattr(rewrite, "rewrite_group", real)
+    cmp(log_dir, now_ms=T, execute=True)
+    assert batches(log_dir / "t-0") == batches(log_dir / "t-1") and len(rows(log_dir)) < len(before)

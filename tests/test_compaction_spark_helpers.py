@@ -11,8 +11,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from kafkalog_spark.compaction.compact import plan_log_dir
-from kafkalog_spark.compaction.rewrite import key_rows, retained_offsets_local, rewrite_group
-from kafkalog_spark.compaction.spark_job import (ROW_SCHEMA, chunk_tasks, cleaned_path,
+from kafkalog_spark.compaction.rewrite import (cleaned_path, key_rows, retained_offsets_local,
+                                               rewrite_group)
+from kafkalog_spark.compaction.spark_job import (ROW_SCHEMA, chunk_tasks,
                                                  group_items, key_batches, read_retained,
                                                  rewrite_task, segment_tasks)
 from kafkalog_spark.log.discovery import discover

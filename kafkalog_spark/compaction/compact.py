@@ -17,9 +17,10 @@ finish or roll back the swap; between 4 and 5 the next run cleans again (idempot
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,8 @@ from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
 from ..retention.state import partition_state, read_offsets
 from .plan import CleaningPlan, plan_partition
-from .rewrite import GroupOutput, key_rows, retained_offsets_local, rewrite_group
+from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows,
+                      retained_offsets_local, write_cleaned)
 
 Step = Callable[[str], None]
 ENGINES = ("local", "spark")
@@ -91,25 +93,29 @@ def plan_log_dir(log_dir, *, now_ms: int, options: Mapping[str, Any] | None,
     return plans
 
 
-def rewrite_local(plans: Sequence[CleaningPlan], stats: dict[str, float]) -> dict[tuple[str, int], list[GroupOutput]]:
-    """The Spark-free path: key rows, retained offsets and rewrites in this process."""
-    out: dict[tuple[str, int], list[GroupOutput]] = {}
-    for plan in plans:
+@contextlib.contextmanager
+def rewrite_local(plan: CleaningPlan, stats: dict[str, float]) -> Iterator[list[GroupOutput]]:
+    """The Spark-free path for one partition: key rows, retained offsets, and each group
+    streamed into its ``.cleaned`` file (:func:`write_cleaned`). Yields the outputs, mapped for
+    the swap (valid inside the ``with``); an error before the swap removes the files."""
+    with cleaned_segments() as files:
         t0 = time.perf_counter()
         rows = [key_rows(g) for g in plan.groups]
         retained = retained_offsets_local(pa.concat_tables(rows), plan.first_dirty)
+        del rows
         t1 = time.perf_counter()
         outputs = []
         for g in plan.groups:
             lo = g.base_offset
             hi = plan.groups[g.group + 1].base_offset if g.group + 1 < len(plan.groups) else 2**63 - 1
-            mine = retained[(retained >= lo) & (retained < hi)]
-            outputs.append(rewrite_group(g, mine))
+            files.track(cleaned_path(plan.state.path, g.base_offset))
+            out = write_cleaned(g, retained[(retained >= lo) & (retained < hi)], plan.state.path)
+            outputs.append(files.adopt(out))
         _sum_stats(stats, outputs)
         stats["shuffle_seconds"] = stats.get("shuffle_seconds", 0.0) + t1 - t0
         stats["rewrite_seconds"] = stats.get("rewrite_seconds", 0.0) + time.perf_counter() - t1
-        out[plan.state.tp] = outputs
-    return out
+        files.swapping = True
+        yield outputs
 
 
 def txn_indexes(outputs: Sequence[GroupOutput]) -> list[bytes | None]:
@@ -204,10 +210,10 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                 with rewrite_spark(plans, result.stats, spark=spark) as outputs:
                     for plan in plans:
                         swap_in(plan, outputs[plan.state.tp], step=step)
-            else:
-                outputs = rewrite_local(plans, result.stats)
+            else:  # one partition at a time: memory holds one partition's key map
                 for plan in plans:
-                    swap_in(plan, outputs[plan.state.tp], step=step)
+                    with rewrite_local(plan, result.stats) as outputs:
+                        swap_in(plan, outputs, step=step)
             result.plans += plans
     both = sorted({p.state.topic for p in result.plans if p.config.delete})
     if both:

@@ -25,8 +25,13 @@ with the original timestamp type and logAppendTime = maxTimestamp).
 
 from __future__ import annotations
 
+import contextlib
 import io
-from dataclasses import dataclass, field
+import mmap
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
@@ -37,6 +42,8 @@ from ..codec import layout as L
 from ..codec.decode import DecodeOptions, decode_to_table
 from ..codec.encode import BatchSpec, encode_batch
 from ..codec.scan import scan_entries
+from ..log import naming as N
+from ..log.atomic import disk_errors
 from ..log.mapped import mapped_file
 from .plan import GroupTask, SourceSegment
 
@@ -242,3 +249,70 @@ def rewrite_group(task: GroupTask, retained: np.ndarray, sink: BinaryIO | None =
     stats["bytes_written"] = out.tell() - start
     log = out.getbuffer() if sink is None else b""
     return GroupOutput(task.base_offset, log, task.sources[-1].mtime, stats)
+
+
+# --- cleaned segment files ---------------------------------------------------------------------
+
+
+def cleaned_path(pdir: str | os.PathLike[str], base_offset: int) -> Path:
+    """Where a group's cleaned segment is written: ``<base>.log.cleaned`` in the partition dir,
+    the name step 1 of the swap uses."""
+    return Path(pdir) / f"{N.segment_file_name(base_offset, N.LOG)}.{N.CLEANED}"
+
+
+def write_cleaned(task: GroupTask, retained: np.ndarray, pdir: str | os.PathLike[str]
+                  ) -> GroupOutput:
+    """Rewrite one group straight into its ``.cleaned`` file (fsynced), so memory holds a
+    batch at a time, not the segment. The output's ``path`` names the file; ``log`` is empty
+    until :meth:`CleanedSegments.adopt` maps it."""
+    path = cleaned_path(pdir, task.base_offset)
+    with disk_errors("writing a cleaned segment", path), open(path, "wb") as f:
+        out = rewrite_group(task, retained, sink=f)
+        f.flush()
+        os.fsync(f.fileno())
+    return replace(out, path=str(path))
+
+
+class CleanedSegments:
+    """The ``.cleaned`` files of a round, mapped read-only for the swaps (see
+    :func:`cleaned_segments`)."""
+
+    def __init__(self) -> None:
+        self.written: list[str] = []
+        self.maps: list[mmap.mmap] = []
+        self.swapping = False  # set once a swap may have begun: files are then the swap's
+
+    def track(self, path: str | os.PathLike[str]) -> None:
+        """Count ``path`` as this round's (before it is written, so a failed write is removed)."""
+        self.written.append(os.fspath(path))
+
+    def adopt(self, out: GroupOutput) -> GroupOutput:
+        """``out`` with ``log`` mapped from its file (``out.path``)."""
+        assert out.path is not None
+        if not os.path.getsize(out.path):
+            return replace(out, log=b"")
+        with open(out.path, "rb") as f:
+            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        self.maps.append(m)
+        return replace(out, log=memoryview(m))
+
+
+@contextlib.contextmanager
+def cleaned_segments() -> Iterator[CleanedSegments]:
+    """Track a round's ``.cleaned`` files: unmapped on leaving; on an error before any swap
+    began (``swapping`` not set) removed — they are only ours then, and Kafka's log loading
+    would drop them too. Once swaps run, a half-done one is left to the load-time passes,
+    which need every ``.cleaned`` file to roll it back."""
+    files = CleanedSegments()
+    try:
+        yield files
+    except BaseException:
+        if not files.swapping:
+            for path in files.written:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+        raise
+    finally:
+        for m in files.maps:
+            with contextlib.suppress(BufferError):
+                m.close()

@@ -29,7 +29,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import mmap
 import os
 import pickle
 import time
@@ -43,10 +42,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..log import naming as N
 from ..log.writer import create_staging_dir, remove_staging_dir
 from .plan import CleaningPlan, GroupTask
-from .rewrite import GroupOutput, key_rows, rewrite_group
+from .rewrite import GroupOutput, cleaned_segments, key_rows, write_cleaned
 
 ROW_SCHEMA = "tp int, gid int, key binary, offset long, dirty boolean"
 KEYS_SOURCE = "kafkalog_compaction_keys"
@@ -160,23 +158,13 @@ def read_retained(folder: str | os.PathLike[str], gid: int) -> np.ndarray:
     return np.sort(np.asarray(table.column("offset").to_numpy(), np.int64))
 
 
-def cleaned_path(pdir: str | os.PathLike[str], base_offset: int) -> Path:
-    """Where a group's task writes its cleaned segment: ``<base>.log.cleaned`` in the partition
-    dir, the name step 1 of the swap uses."""
-    return Path(pdir) / f"{N.segment_file_name(base_offset, N.LOG)}.{N.CLEANED}"
-
-
 def rewrite_task(retained_dir: str, item: tuple[GroupTask, int, str]) -> tuple[int, str, str]:
     """One group's rewrite as a Spark task runs it: its offsets from the shuffle's Parquet, the
-    cleaned segment streamed into the partition dir and fsynced. Returns ``(gid, path, stats
-    as JSON)``."""
+    cleaned segment streamed into the partition dir (:func:`write_cleaned`). Returns ``(gid,
+    path, stats as JSON)``."""
     task, gid, pdir = item
-    path = cleaned_path(pdir, task.base_offset)
-    with open(path, "wb") as f:
-        out = rewrite_group(task, read_retained(retained_dir, gid), sink=f)
-        f.flush()
-        os.fsync(f.fileno())
-    return gid, str(path), json.dumps(out.stats)
+    out = write_cleaned(task, read_retained(retained_dir, gid), pdir)
+    return gid, str(out.path), json.dumps(out.stats)
 
 
 def group_items(plans: Sequence[CleaningPlan]) -> list[tuple[GroupTask, int, int, str]]:
@@ -205,63 +193,40 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
     items = group_items(plans)
     staging = create_staging_dir(plans[0].state.log_dir)
     retained_dir = str(staging / "retained")
-    written: list[str] = []
-    maps: list[mmap.mmap] = []
-    swapping = False
     try:
-        sc = spark.sparkContext
-        t0 = time.perf_counter()
-        spark.dataSource.register(KeyRowsSource)
-        singles = [(s, tp, gid) for g, tp, gid, _ in items for s in segment_tasks(g)]
-        total = sum(os.path.getsize(s.sources[0].log) for s, _, _ in singles)
-        chunks = chunk_tasks(singles, max(sc.defaultParallelism * 2, total // CHUNK_BYTES),
-                             size=lambda i: os.path.getsize(i[0].sources[0].log))
-        blob = base64.b64encode(pickle.dumps(chunks)).decode("ascii")
-        rows = spark.read.format(KEYS_SOURCE).option("tasks", blob).load()
-        retained, per_key = retained_offsets(rows)
-        n_out = max(1, min(len(items), sc.defaultParallelism * 2))
-        (retained.repartition(n_out, "gid").write.partitionBy("gid").mode("overwrite")
-         .parquet(retained_dir))
-        per_key.unpersist()
-        t1 = time.perf_counter()
-        work = [(g, gid, pdir) for g, _, gid, pdir in items]
-        results = (sc.parallelize(work, max(1, min(len(work), sc.defaultParallelism * 4)))
-                   .map(lambda item: rewrite_task(retained_dir, item)).collect())
-        written = [path for _, path, _ in results]
-        t2 = time.perf_counter()
-        stats["shuffle_seconds"] = stats.get("shuffle_seconds", 0.0) + t1 - t0
-        stats["rewrite_seconds"] = stats.get("rewrite_seconds", 0.0) + t2 - t1
-        by_gid = {gid: (path, json.loads(counts)) for gid, path, counts in results}
-        outputs: dict[tuple[str, int], list[GroupOutput]] = {}
-        for g, tp, gid, _ in items:
-            path, counts = by_gid[gid]
-            for k, v in counts.items():
-                stats[k] = stats.get(k, 0) + v
-            log = _map(path, maps)
-            outputs.setdefault(plans[tp].state.tp, []).append(
-                GroupOutput(g.base_offset, log, g.sources[-1].mtime, counts, path=path))
-        swapping = True
-        yield outputs
-    except BaseException:
-        # before any swap began the .cleaned files are only ours (Kafka's loading would drop
-        # them too); once swaps run, a half-done one is left to the load-time passes, which
-        # need every .cleaned file to roll it back
-        if not swapping:
-            for path in written:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-        raise
+        with cleaned_segments() as files:
+            sc = spark.sparkContext
+            t0 = time.perf_counter()
+            spark.dataSource.register(KeyRowsSource)
+            singles = [(s, tp, gid) for g, tp, gid, _ in items for s in segment_tasks(g)]
+            total = sum(os.path.getsize(s.sources[0].log) for s, _, _ in singles)
+            chunks = chunk_tasks(singles, max(sc.defaultParallelism * 2, total // CHUNK_BYTES),
+                                 size=lambda i: os.path.getsize(i[0].sources[0].log))
+            blob = base64.b64encode(pickle.dumps(chunks)).decode("ascii")
+            rows = spark.read.format(KEYS_SOURCE).option("tasks", blob).load()
+            retained, per_key = retained_offsets(rows)
+            n_out = max(1, min(len(items), sc.defaultParallelism * 2))
+            (retained.repartition(n_out, "gid").write.partitionBy("gid").mode("overwrite")
+             .parquet(retained_dir))
+            per_key.unpersist()
+            t1 = time.perf_counter()
+            work = [(g, gid, pdir) for g, _, gid, pdir in items]
+            results = (sc.parallelize(work, max(1, min(len(work), sc.defaultParallelism * 4)))
+                       .map(lambda item: rewrite_task(retained_dir, item)).collect())
+            t2 = time.perf_counter()
+            stats["shuffle_seconds"] = stats.get("shuffle_seconds", 0.0) + t1 - t0
+            stats["rewrite_seconds"] = stats.get("rewrite_seconds", 0.0) + t2 - t1
+            for _, path, _ in results:
+                files.track(path)
+            by_gid = {gid: (path, json.loads(counts)) for gid, path, counts in results}
+            outputs: dict[tuple[str, int], list[GroupOutput]] = {}
+            for g, tp, gid, _ in items:
+                path, counts = by_gid[gid]
+                for k, v in counts.items():
+                    stats[k] = stats.get(k, 0) + v
+                out = GroupOutput(g.base_offset, b"", g.sources[-1].mtime, counts, path=path)
+                outputs.setdefault(plans[tp].state.tp, []).append(files.adopt(out))
+            files.swapping = True
+            yield outputs
     finally:
-        for m in maps:
-            with contextlib.suppress(BufferError):
-                m.close()
         remove_staging_dir(staging)
-
-
-def _map(path: str, maps: list[mmap.mmap]) -> memoryview | bytes:
-    if not os.path.getsize(path):
-        return b""
-    with open(path, "rb") as f:
-        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    maps.append(m)
-    return memoryview(m)
