@@ -83,3 +83,20 @@ def test_migrated_table_reads_back_in_spark_as_parquet(spark, logs, tmp_path):
     df = spark.read.parquet(*files)
     assert df.count() == 300
     assert df.schema["timestamp"].dataType.simpleString() == "timestamp"
+
+
+def test_small_segments_are_packed_into_few_tasks_and_files(spark, tmp_path):
+    """Many small segments: the Spark engine packs them into tasks as the ``kafkalog`` reader
+    does, so a table gets a few Parquet files, not one per segment, and every record once."""
+    from kafkalog_spark.log.discovery import discover
+
+    logs = tmp_path / "logs"
+    kl.write_log(records(3000, partitions=4), logs, segment_bytes=2048, max_batch_records=10)
+    segments = sum(len(p.segments) for p in discover(logs).all_partition_dirs())
+    assert segments >= 60
+    dest = tmp_path / "delta"
+    m = migrate(logs, dest, spark=spark, layout="single")
+    assert m["records"] == 3000
+    assert m["files"] <= 2 * 16 < segments  # at most ~16 tasks (MIN_TASKS), 2 topic values
+    assert delta_rows(dest) == log_rows(logs)
+    assert parquet_on_disk(dest) == table_files(dest)

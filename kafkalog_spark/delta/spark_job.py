@@ -30,7 +30,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from ..datasource.options import ReadOptions, parse_read_options
-from ..datasource.reader import KafkaLogSplit, plan_scan, read_split
+from ..datasource.reader import KafkaLogReader
 from .columns import transform
 from .commit import DataFile, data_file
 from .files import NULL_PARTITION, file_name
@@ -58,8 +58,9 @@ SCHEMA_OPTION = "kafkalog.delta.schema"  # the rows' Arrow schema (IPC, base64) 
 
 
 class MigrationRows(DataSource):
-    """The rows a migration writes, as a data source: the ``kafkalog`` planner and task reader
-    (:func:`plan_scan` / :func:`read_split`) with :func:`transform` applied in the task.
+    """The rows a migration writes, as a data source: the ``kafkalog`` reader
+    (:class:`~kafkalog_spark.datasource.reader.KafkaLogReader`) with :func:`transform` applied
+    in the task.
 
     A source rather than ``df.mapInArrow``: that needs pandas on the driver, this does not."""
 
@@ -78,17 +79,16 @@ class MigrationRows(DataSource):
         return _MigrationReader(parse_read_options(read), self._arrow_schema())
 
 
-class _MigrationReader(DataSourceReader):
-    def __init__(self, options: ReadOptions, schema: pa.Schema) -> None:
-        self.options, self.arrow_schema = options, schema
+class _MigrationReader(KafkaLogReader):
+    """The ``kafkalog`` reader (same planning and task packing: many small segments per task,
+    so one Parquet file per task rather than per segment) with :func:`transform` applied."""
 
-    def partitions(self) -> list[InputPartition]:
-        return list(plan_scan(self.options).splits)
+    def __init__(self, options: ReadOptions, schema: pa.Schema) -> None:
+        super().__init__(options)
+        self.arrow_schema = schema
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        if not isinstance(partition, KafkaLogSplit):
-            return  # Spark's placeholder partition when nothing is planned
-        for batch in read_split(partition, self.options):
+        for batch in super().read(partition):
             yield transform(batch, self.arrow_schema)
 
 
