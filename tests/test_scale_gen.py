@@ -136,3 +136,17 @@ def test_packed_tasks_read_what_read_log_reads(generated) -> None:
     key = [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascending")]
     assert got.num_rows == expected.num_rows == generated.records
     assert got.sort_by(key).equals(expected.sort_by(key))
+
+
+def test_min_partitions_option_sets_the_fewest_tasks(generated) -> None:
+    from kafkalog_spark.datasource.options import parse_read_options
+    from kafkalog_spark.datasource.reader import KafkaLogReader
+    from kafkalog_spark.errors import InvalidOptionError
+
+    path = ",".join(generated.log_dirs)
+    default = KafkaLogReader(parse_read_options({"path": path})).partitions()
+    two = KafkaLogReader(parse_read_options({"path": path, "minPartitions": "2"})).partitions()
+    assert len(default) >= 16 > len(two) >= 2
+    assert [s for t in two for s in t.splits] == [s for t in default for s in t.splits]
+    with pytest.raises(InvalidOptionError, match="minPartitions must be an integer >= 1"):
+        parse_read_options({"path": path, "minPartitions": "0"})

@@ -97,6 +97,6 @@ def test_small_segments_are_packed_into_few_tasks_and_files(spark, tmp_path):
     dest = tmp_path / "delta"
     m = migrate(logs, dest, spark=spark, layout="single")
     assert m["records"] == 3000
-    assert m["files"] <= 2 * 16 < segments  # at most ~16 tasks (MIN_TASKS), 2 topic values
+    assert m["files"] <= 16 < segments  # about one task per core (minPartitions), a few files
     assert delta_rows(dest) == log_rows(logs)
     assert parquet_on_disk(dest) == table_files(dest)

@@ -25,6 +25,7 @@ CORRUPTION_POLICIES = ("fail", "skip")
 TIMESTAMP_STRATEGIES = ("error", "latest")
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # like spark.sql.files.maxPartitionBytes
 DEFAULT_MAX_ROWS_PER_BATCH = 65536
+DEFAULT_MIN_PARTITIONS = 16  # fewest tasks packing keeps (more cores: pass minPartitions)
 MIN_BYTES_PER_PARTITION = 4096
 
 # {topic: {partition: value}} as given in the JSON options
@@ -74,6 +75,9 @@ READ_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("maxBytesPerPartition", str(DEFAULT_MAX_BYTES_PER_PARTITION),
                "most .log bytes one Spark task reads; larger segments are cut at batch "
                "boundaries found through the offset index"),
+    OptionSpec("minPartitions", str(DEFAULT_MIN_PARTITIONS),
+               "fewest Spark tasks a read is packed into (small segments share a task up to "
+               "maxBytesPerPartition; each task has a fixed cost, so match it to the cores)"),
     OptionSpec("maxRowsPerBatch", str(DEFAULT_MAX_ROWS_PER_BATCH),
                "most rows per Arrow record batch a task yields"),
     OptionSpec("verifyCrc", "true", "check every batch's CRC"),
@@ -127,6 +131,7 @@ class ReadOptions:
     on_corruption: str = "fail"
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
     max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH
+    min_partitions: int = DEFAULT_MIN_PARTITIONS
     verify_crc: bool = True
 
     def wants(self, topic: str, partition: int) -> bool:
@@ -185,6 +190,7 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         max_bytes_per_partition=_int("maxBytesPerPartition", get("maxBytesPerPartition"),
                                      MIN_BYTES_PER_PARTITION),
         max_rows_per_batch=_int("maxRowsPerBatch", get("maxRowsPerBatch"), 1),
+        min_partitions=_int("minPartitions", get("minPartitions"), 1),
         verify_crc=_bool("verifyCrc", get("verifyCrc")),
     )
 

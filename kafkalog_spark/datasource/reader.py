@@ -43,14 +43,14 @@ from ..log.discovery import PartitionDir, Segment, discover
 from ..log.lookup import check_offset_entry, find_timestamp, position_for_offset
 from ..log.mapped import mapped_file
 from ..log.transactions import AbortedTxn, aborted_mask, transaction_view
-from .options import EARLIEST, LATEST, ReadOptions, parse_read_options
+from .options import (DEFAULT_MIN_PARTITIONS, EARLIEST, LATEST, ReadOptions,
+                      parse_read_options)
 
 log = logging.getLogger("kafkalog_spark.datasource")
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # entries walked from an offset-index entry to validate it as a cut point (<=3.9 brokers index
 # one entry per append, which may hold several batches)
 _CUT_CHECK_ENTRIES = 64
-MIN_TASKS = 16  # up to this many splits each is a task; packing keeps at least this many tasks
 OPEN_COST_BYTES = 1 << 20  # weight of opening one split when packing (Spark: openCostInBytes)
 
 
@@ -129,7 +129,8 @@ def split_bytes(split: KafkaLogSplit) -> int:
 
 
 def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
-                min_tasks: int = MIN_TASKS, open_cost: int = OPEN_COST_BYTES) -> list[KafkaLogTask]:
+                min_tasks: int = DEFAULT_MIN_PARTITIONS, open_cost: int = OPEN_COST_BYTES
+                ) -> list[KafkaLogTask]:
     """Group consecutive splits into Spark tasks, as Spark's file source packs small files.
 
     Each split weighs its bytes plus ``open_cost``; a task holds at most ``max_bytes`` of
@@ -526,7 +527,8 @@ class KafkaLogReader(DataSourceReader):
 
     def partitions(self) -> list[InputPartition]:
         splits = plan_scan(self.options, self.bounds).splits
-        return list(pack_splits(splits, self.options.max_bytes_per_partition))
+        return list(pack_splits(splits, self.options.max_bytes_per_partition,
+                                min_tasks=self.options.min_partitions))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, KafkaLogTask):

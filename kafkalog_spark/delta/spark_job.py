@@ -95,6 +95,8 @@ class _MigrationReader(KafkaLogReader):
 def _dataframe(spark: "SparkSession", plan: TablePlan, read_options: dict[str, str]):
     spark.dataSource.register(MigrationRows)
     encoded = base64.b64encode(plan.schema.serialize().to_pybytes()).decode()
+    # as many tasks as cores: a table of small segments then costs a few tasks, not 16
+    read_options = {"minPartitions": str(spark.sparkContext.defaultParallelism), **read_options}
     return (spark.read.format(MigrationRows.name()).options(**read_options)
             .option(SCHEMA_OPTION, encoded).load())
 
