@@ -160,3 +160,20 @@ def test_help() -> None:
     out = CliRunner().invoke(cli, ["info", "--help"]).output
     assert "--json" in out and "--shallow" in out and "read-only" in out
     assert "--config" in out and "--config-file" in out and "effective config" in out
+
+
+def test_text_report_keeps_only_partition_totals(shared_fixtures: Path) -> None:
+    """The text report is built without per-segment dicts (flat memory on big log dirs); its
+    totals equal the JSON report's."""
+    from kafkalog_spark.cli.info import render, report
+    from kafkalog_spark.log.discovery import discover
+
+    found = discover(shared_fixtures / DONALD)
+    full, lean = report(found), report(found, segments=False)
+    parts = lean["log_dirs"][0]["partitions"]
+    assert parts and all(p["segments"] is None for p in parts)
+    for a, b in zip(full["log_dirs"][0]["partitions"], parts):
+        assert a["segment_count"] == len(a["segments"]) == b["segment_count"]
+        assert {k: v for k, v in a.items() if k != "segments"} == \
+            {k: v for k, v in b.items() if k != "segments"}
+    assert render(full) == render(lean)

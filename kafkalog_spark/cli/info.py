@@ -46,12 +46,15 @@ def segment_report(seg: Segment, shallow: bool) -> dict[str, Any]:
     return out
 
 
-def partition_report(part: PartitionDir, shallow: bool) -> dict[str, Any]:
-    """One partition dir, its segments and the totals over them."""
+def partition_report(part: PartitionDir, shallow: bool, segments: bool = True) -> dict[str, Any]:
+    """One partition dir, its segments (``None`` unless ``segments``: the text report needs only
+    the totals, and a log dir of 40k segments held ~1.5 KB per segment's dict) and the totals
+    over them."""
     segs = [segment_report(s, shallow) for s in part.segments]
     out: dict[str, Any] = {
         "name": part.name, "topic": part.topic, "partition": part.partition, "kind": part.kind,
-        "uuid": part.uuid, "path": str(part.path), "size": part.size, "segments": segs,
+        "uuid": part.uuid, "path": str(part.path), "size": part.size,
+        "segments": segs if segments else None, "segment_count": len(segs),
         "start_offset": segs[0]["base_offset"] if segs else None,
         "leftovers": _names(part.leftovers), "orphan_indexes": _names(part.orphan_indexes),
         "snapshots": _names(part.snapshots), "kraft_snapshots": _names(part.kraft_snapshots),
@@ -88,16 +91,16 @@ def topic_configs(parts: list[PartitionDir], metadata_dir: Path | None,
 
 
 def log_dir_report(d: LogDir, shallow: bool, options: dict[str, Any] | None = None,
-                   config_file: str | None = None) -> dict[str, Any]:
+                   config_file: str | None = None, segments: bool = True) -> dict[str, Any]:
     """One log dir: its files, lock status, partition dirs and its topics' effective configs."""
     return {
         "path": str(d.path), "meta_properties": d.meta_properties,
         "meta_properties_error": d.meta_properties_error,
         "lock": {"file": d.lock_file, "held_by_pid": d.lock_holder},
         "clean_shutdown_marker": d.clean_shutdown, "checkpoints": list(d.checkpoints),
-        "partitions": [partition_report(p, shallow) for p in d.partitions],
-        "special": [partition_report(p, shallow) for p in d.special],
-        "metadata_log": (partition_report(d.metadata_log, shallow)
+        "partitions": [partition_report(p, shallow, segments) for p in d.partitions],
+        "special": [partition_report(p, shallow, segments) for p in d.special],
+        "metadata_log": (partition_report(d.metadata_log, shallow, segments)
                          if d.metadata_log is not None else None),
         "skipped": _names(d.skipped), "leftovers": _names(d.leftovers),
         "unknown": _names(d.unknown),
@@ -108,7 +111,7 @@ def log_dir_report(d: LogDir, shallow: bool, options: dict[str, Any] | None = No
 
 
 def report(found: LogDirs, shallow: bool = False, *, options: dict[str, Any] | None = None,
-           config_file: str | None = None) -> dict[str, Any]:
+           config_file: str | None = None, segments: bool = True) -> dict[str, Any]:
     """Everything :func:`discover` found as one JSON-ready dict.
 
     Parameters
@@ -118,14 +121,17 @@ def report(found: LogDirs, shallow: bool = False, *, options: dict[str, Any] | N
     shallow : bool
         Skip reading ``.log`` headers (offset/time ranges and topic configs then absent: the
         KRaft metadata log is a log too).
+    segments : bool
+        Keep every segment's dict under its partition (else only the partition totals).
     options, config_file : optional
         Topic config overrides, as for ``kafkalog compact``/``retain``; each topic's effective
         config is reported with the source of every value.
     """
     parents = {p.path.parent for p in found.partitions}
     return {
-        "log_dirs": [log_dir_report(d, shallow, options, config_file) for d in found.log_dirs],
-        "partitions": [partition_report(p, shallow) for p in found.partitions],
+        "log_dirs": [log_dir_report(d, shallow, options, config_file, segments)
+                     for d in found.log_dirs],
+        "partitions": [partition_report(p, shallow, segments) for p in found.partitions],
         # partition dirs given directly: their parent may hold the metadata log
         "topic_configs": (None if shallow else
                           topic_configs(list(found.partitions),
@@ -210,7 +216,7 @@ def _table(parts: list[dict[str, Any]]) -> list[str]:
 def _row(p: dict[str, Any]) -> tuple[str, ...]:
     name = p["name"] + (f" [{p['kind']}]" if p["kind"] else "")
     offsets = records = times = magics = codecs = "-"
-    if "next_offset" in p and p["segments"]:
+    if "next_offset" in p and p["segment_count"]:
         offsets = f"{p['start_offset']}..{p['next_offset'] - 1}"
         if p["next_offset"] == p["start_offset"]:
             offsets = f"empty @{p['start_offset']}"
@@ -225,7 +231,7 @@ def _row(p: dict[str, Any]) -> tuple[str, ...]:
             notes.append(f"{len(p[key])} {key.replace('_', ' ')}")
     if p.get("unclean_segments"):
         notes.append("unclean tail in segment " + ",".join(map(str, p["unclean_segments"])))
-    return (name, str(len(p["segments"])), offsets, records, _size(p["size"]), times, magics,
+    return (name, str(p["segment_count"]), offsets, records, _size(p["size"]), times, magics,
             codecs, "; ".join(notes))
 
 
@@ -273,7 +279,7 @@ def command(paths: tuple[Path, ...], as_json: bool, shallow: bool, configs: tupl
     `kafkalog retain` would use with the same options.
     """
     rep = report(discover(list(paths)), shallow=shallow, options=parse_config_options(configs),
-                 config_file=config_file)
+                 config_file=config_file, segments=as_json)
     if as_json:
         click.echo(json.dumps(rep, indent=2))
     else:
