@@ -472,6 +472,38 @@ def test_delta_migration_file_size_limit(delta_case, limit: int) -> None:
     delta_rerun(logs, dest, dest)
 
 
+@pytest.mark.parametrize("what", ["segment", "data file"])
+def test_delta_migration_file_vanishes(delta_case, tmp_path: Path, what: str) -> None:
+    """A source segment removed after planning (the read then skips it), or a Parquet file of
+    the run removed before the commit: the run fails naming the file and commits nothing (the
+    table never records offsets over a hole, nor adds a missing file); once the segment is
+    back, the re-run migrates every record exactly once."""
+    from kafkalog_spark.delta import migrate
+    from kafkalog_spark.errors import LogDirError
+
+    logs, dest = delta_case
+    segment = sorted((logs / "orders-0").glob("*.log"))[-1]  # holds records not migrated yet
+    kept = tmp_path / "kept.log"
+    shutil.copy2(segment, kept)
+    gone: list[Path] = []
+
+    def step(name: str, path: Path) -> None:
+        if what == "segment" and name == "planned":
+            segment.unlink()
+            gone.append(segment)
+        if what == "data file" and name == "files-written":
+            gone.append(sorted((path).rglob("part-kafkalog-*.parquet"),
+                               key=lambda p: p.stat().st_mtime)[-1])
+            gone[0].unlink()
+
+    with pytest.raises(LogDirError, match=f"a {what} vanished while migrating") as info:
+        migrate(logs, dest, topics=["orders"], step=step)
+    assert info.value.file == str(gone[0])
+    if what == "segment":
+        shutil.copy2(kept, segment)
+    delta_rerun(logs, dest, dest)
+
+
 def test_overwrite_refuses_to_publish_a_replacement_with_a_hole(tmp_path: Path) -> None:
     """Regression: a segment removed from the assembled replacement dir just before the swap
     was published silently (a log starting past offset 0); now the write fails naming it and the

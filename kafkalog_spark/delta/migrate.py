@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InvalidOptionError
+from ..errors import InvalidOptionError, Location, LogDirError
 from .commit import (begin_run, clean_killed_runs, commit, end_run, migrated_offsets,
                      table_lock)
 from .options import MigrateOptions, parse_migrate_options
@@ -132,6 +132,7 @@ def _run_table(plan: TablePlan, opts: MigrateOptions, spark: Any, writer: str,
 
         files = write_local(plan, read_options, opts.partition_by, run_id)
     _step(step, "files-written", plan.path)
+    _check_inputs(plan, files)
     versions = {opts.app_id(p.topic, p.partition): p.end for p in pending}
     planned_from = {app: reached[app] for app in versions if app in reached}
     extra = {"kafkalog.dataLoss": plan.gaps} if plan.gaps else None
@@ -148,6 +149,22 @@ def _table_metrics(plan: TablePlan, version: int | None, files: list) -> dict:
             "records": sum(f.records for f in files), "files": len(files),
             "partitions": {f"{p.topic}-{p.partition}": [p.start, p.end] for p in plan.pending},
             "up_to_date": [f"{p.topic}-{p.partition}" for p in plan.partitions if not p.pending]}
+
+
+def _check_inputs(plan: TablePlan, files: list) -> None:
+    """Refuse to commit when a planned segment or a written data file is gone: a segment
+    removed while the run read (retention, a hand-made cleanup) would leave a hole the
+    recorded offsets would hide forever, and an ``add`` of a missing file breaks the table.
+    Nothing is committed; the run's files are deleted by the next run."""
+    missing = [(log, "segment") for p in plan.pending for log in p.segments
+               if not os.path.exists(log)]
+    missing += [(str(plan.path / f.path), "data file") for f in files
+                if not os.path.exists(plan.path / f.path)]
+    if missing:
+        where, what = missing[0]
+        raise LogDirError(f"a {what} vanished while migrating ({len(missing)} file(s) in all); "
+                          f"nothing was committed to {plan.path}: run again once the files are "
+                          f"stable", Location(where))
 
 
 def _step(step: Step | None, name: str, path: Path) -> None:

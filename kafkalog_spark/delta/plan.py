@@ -55,6 +55,7 @@ class PartitionPlan:
     migrated: int | None
     start: int
     end: int
+    segments: tuple[str, ...] = ()  # the .log files holding [start, end), as planned
 
     @property
     def pending(self) -> bool:
@@ -172,9 +173,17 @@ def plan_table(path: Path, parts: list[tuple[PartitionDir, int]], opts: MigrateO
                        f"{done} the table has reached (the partition was recreated or "
                        f"truncated); its new records cannot be told apart")
             start = end = done
+        end = max(start, end)
         plan.partitions.append(PartitionPlan(topic, partition, str(part.path), log_start, log_end,
-                                             done, start, max(start, end)))
+                                             done, start, end, _window(part, start, end)))
     return plan
+
+
+def _window(part: PartitionDir, start: int, end: int) -> tuple[str, ...]:
+    """The ``.log`` files of ``part`` that hold offsets in ``[start, end)``."""
+    segs = part.segments
+    return tuple(str(s.log) for i, s in enumerate(segs)
+                 if s.base_offset < end and (i + 1 == len(segs) or segs[i + 1].base_offset > start))
 
 
 def _data_loss(plan: TablePlan, part: PartitionDir, opts: MigrateOptions, lo: int, hi: int,
