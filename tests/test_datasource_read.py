@@ -396,3 +396,11 @@ def test_split_is_picklable_dataclass(log_dir):
     split = plan_scan({"path": str(log_dir)}).splits[0]
     assert isinstance(split, KafkaLogSplit)
     assert pickle.loads(pickle.dumps(split)) == split
+
+
+def test_docs_option_tables_are_current() -> None:
+    from kafkalog_spark.datasource.options import options_doc
+    from kafkalog_spark.datasource.write_options import write_options_doc
+
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "datasource.md").read_text()
+    assert options_doc() in doc and write_options_doc() in doc
