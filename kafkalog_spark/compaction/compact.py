@@ -37,7 +37,7 @@ from ..log.lock import ensure_not_locked, hold_lock
 from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
 from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
-from ..retention.state import partition_state, read_offsets
+from ..log.partition_state import partition_state, read_offsets
 from .plan import CleaningPlan, plan_partition
 from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows,
                       retained_offsets_local, write_cleaned)

@@ -35,7 +35,7 @@ from ..codec.scan import scan_entries
 from ..codec.snapshot import ProducerStateTracker
 from ..log.mapped import mapped_file
 from ..log.topic_config import TopicConfig
-from ..retention.state import PartitionState, SegmentState
+from ..log.partition_state import PartitionState, SegmentState
 
 INT32_MAX = 2**31 - 1
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
