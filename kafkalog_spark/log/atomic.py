@@ -1,4 +1,4 @@
-"""Crash-safe file writes and checkpoint file I/O (log layer), KAFKA_FORMATS §11.1.
+"""Crash-safe checkpoint file I/O and OS-error mapping (log layer), KAFKA_FORMATS §11.1.
 
 Kafka writes checkpoint files, ``partition.metadata`` and ``meta.properties`` as: write
 ``<path>.tmp`` → flush → fsync → atomic rename over the target → fsync the parent directory.
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirError
-from .naming import TMP_SUFFIX
+from .storage import storage_for
 
 T = TypeVar("T")
 
@@ -24,14 +24,7 @@ T = TypeVar("T")
 def fsync_dir(path: str | os.PathLike[str]) -> None:
     """fsync a directory so that renames/creations inside it are durable (a no-op where the
     platform cannot open directories, as Kafka's ``Utils.flushDir`` is on Windows)."""
-    try:
-        fd = os.open(os.fspath(path), os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except (IsADirectoryError, PermissionError):
-        return
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    storage_for(path).fsync_dir(path)
 
 
 def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
@@ -44,17 +37,10 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         the ``.tmp`` file removed.
     """
     target = Path(path).absolute()
-    tmp = target.with_name(target.name + TMP_SUFFIX)
     try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-        fsync_dir(target.parent)
+        storage_for(target).replace_whole(target, data)
     except OSError as exc:
         # a partial .tmp would be quarantined by the next recover; a full disk needs the room
-        tmp.unlink(missing_ok=True)
         raise KafkaLogError(f"atomic write failed: {exc.strerror or exc}", Location(str(target))) from exc
 
 
@@ -75,7 +61,7 @@ def read_checkpoint_file(path: str | os.PathLike[str], parse: Callable[..., T], 
     """
     p = Path(path)
     try:
-        raw = p.read_bytes()
+        raw = storage_for(p).read_bytes(p)
     except FileNotFoundError as exc:
         if not missing_ok:
             raise CorruptCheckpointError("file does not exist", Location(str(p))) from exc

@@ -15,30 +15,14 @@ descriptor of the file; this module therefore never opens a ``.lock`` that this 
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import os
-import struct
-import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import Location, LogDirError, LogDirLockedError
 from .naming import LOCK_FILE
-
-# struct flock, as the kernel reads/writes it for F_GETLK (native alignment, 64-bit off_t).
-#   Linux:  short l_type; short l_whence; off_t l_start; off_t l_len; pid_t l_pid;
-#   BSD/macOS: off_t l_start; off_t l_len; pid_t l_pid; short l_type; short l_whence;
-if sys.platform.startswith("linux"):
-    _FLOCK = struct.Struct("@hhqqi4x")
-    _TYPE, _PID = 0, 4
-elif sys.platform == "darwin" or "bsd" in sys.platform:
-    _FLOCK = struct.Struct("@qqihh")
-    _TYPE, _PID = 3, 2
-else:  # pragma: no cover - platforms without POSIX record locks
-    _FLOCK = None
-    _TYPE = _PID = -1
+from .storage import storage_for
 
 # .lock files this process holds through hold_lock(): resolved path -> descriptor
 _HELD: dict[str, int] = {}
@@ -72,30 +56,14 @@ def lock_holder(log_dir: str | os.PathLike[str]) -> int | None:
         When ``.lock`` exists but cannot be opened (permissions, a symlink, not a file).
     """
     path = _lock_path(log_dir)
-    if str(path.resolve()) in _HELD:
+    fs = storage_for(path)
+    if str(fs.resolve(path)) in _HELD:
         return os.getpid()
-    if _FLOCK is None:  # pragma: no cover
-        raise LogDirError("POSIX record locks are not available on this platform",
-                          Location(file=str(path)))
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return None
+        return fs.lock_owner(path)
     except OSError as exc:
         raise LogDirError(f"cannot open the lock file to test it: {exc.strerror}",
                           Location(file=str(path))) from exc
-    try:
-        fields = [0] * len(_FLOCK.unpack(bytes(_FLOCK.size)))
-        fields[_TYPE] = fcntl.F_WRLCK  # "could I take an exclusive lock on the whole file?"
-        answer = _FLOCK.unpack(fcntl.fcntl(fd, fcntl.F_GETLK, _FLOCK.pack(*fields)))
-    except OSError as exc:
-        raise LogDirError(f"cannot test the lock: {exc.strerror}",
-                          Location(file=str(path))) from exc
-    finally:
-        os.close(fd)
-    if answer[_TYPE] == fcntl.F_UNLCK:
-        return None
-    return int(answer[_PID])
 
 
 def ensure_not_locked(log_dir: str | os.PathLike[str]) -> None:
@@ -137,29 +105,25 @@ def hold_lock(log_dir: str | os.PathLike[str]) -> Iterator[Path]:
         process already holds it (POSIX locks do not nest).
     """
     path = _lock_path(log_dir)
-    if not path.parent.is_dir():
+    fs = storage_for(path)
+    if not fs.is_dir(path.parent):
         raise LogDirError("log dir does not exist", Location(file=str(path.parent)))
-    key = str(path.resolve())
+    key = str(fs.resolve(path))
     if key in _HELD:
         raise LogDirError("this process already holds the lock", Location(file=str(path)))
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        fd = fs.lock(path)
     except OSError as exc:
         raise LogDirError(f"cannot open the lock file: {exc.strerror}",
                           Location(file=str(path))) from exc
-    try:
-        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
-        os.close(fd)
-        if exc.errno in (errno.EACCES, errno.EAGAIN):
-            pid = lock_holder(log_dir)
-            who = f"process {pid}" if pid is not None else "another process"
-            raise LogDirLockedError(f"log dir is locked by {who} (a running broker?)",
-                                    Location(file=str(path))) from exc
-        raise LogDirError(f"cannot lock: {exc.strerror}", Location(file=str(path))) from exc
+    if fd is None:
+        pid = lock_holder(log_dir)
+        who = f"process {pid}" if pid is not None else "another process"
+        raise LogDirLockedError(f"log dir is locked by {who} (a running broker?)",
+                                Location(file=str(path)))
     _HELD[key] = fd
     try:
         yield path
     finally:
         del _HELD[key]
-        os.close(fd)  # closing the descriptor releases the record lock
+        fs.unlock(fd)  # closing the descriptor releases the record lock

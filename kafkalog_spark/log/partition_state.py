@@ -1,5 +1,5 @@
-"""Partition state for log management (log-management layer): log start, log end, high
-watermark and per-segment facts, read from a stopped broker's files.
+"""Partition state (log layer): log start, log end, high watermark and per-segment facts,
+read from a stopped broker's files — what retention, compaction and recovery plan from.
 
 What a broker holds in memory after loading (KAFKA_FORMATS §12), recomputed offline:
 
@@ -24,10 +24,10 @@ import numpy as np
 from ..codec import checkpoints as C
 from ..codec.index import read_time_index
 from ..codec.scan import scan_entries
-from ..log import naming as N
-from ..log.atomic import read_checkpoint_file
-from ..log.discovery import PartitionDir, Segment
-from ..log.mapped import mapped_file
+from . import naming as N
+from .atomic import read_checkpoint_file
+from .discovery import PartitionDir, Segment
+from .storage import mapped_file
 
 
 @dataclass(frozen=True)

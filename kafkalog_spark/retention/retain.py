@@ -40,7 +40,7 @@ from ..log.atomic import disk_errors, fsync_dir, read_checkpoint_file, write_che
 from ..log.discovery import discover
 from ..log.lock import ensure_not_locked, hold_lock
 from ..log.topic_config import TopicConfig, configured_partitions
-from .state import PartitionState, SegmentState, partition_state, read_offsets
+from ..log.partition_state import PartitionState, SegmentState, partition_state, read_offsets
 
 Step = Callable[[str], None]
 
