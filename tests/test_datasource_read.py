@@ -23,8 +23,9 @@ from kafkalog_spark.codec.schema import HEADERS_TYPE, record_schema
 from kafkalog_spark.codec.snapshot import ProducerStateTracker
 from kafkalog_spark.datasource import KafkaLogDataSource, spark_schema
 from kafkalog_spark.datasource.options import parse_read_options
-from kafkalog_spark.datasource.reader import (KafkaLogSplit, bad_ranges, offset_for_timestamp,
-                                              plan_scan, push_filters)
+from kafkalog_spark.datasource.plan import offset_for_timestamp, plan_scan, push_filters
+from kafkalog_spark.datasource.reader import bad_ranges
+from kafkalog_spark.datasource.splits import KafkaLogSplit
 from kafkalog_spark.errors import CorruptRecordError, InvalidOptionError
 from kafkalog_spark.log.discovery import discover
 from kafkalog_spark.log.transactions import AbortedTxn, aborted_mask, transaction_view

@@ -110,7 +110,8 @@ def test_without_fixtures_no_legacy(tmp_path) -> None:
 
 
 def test_pack_splits_keeps_every_split_once_in_order(generated) -> None:
-    from kafkalog_spark.datasource.reader import pack_splits, plan_scan, split_bytes
+    from kafkalog_spark.datasource.plan import pack_splits, plan_scan
+    from kafkalog_spark.datasource.splits import split_bytes
 
     splits = plan_scan({"path": ",".join(generated.log_dirs)}).splits
     assert len(splits) == generated.segments
@@ -126,7 +127,8 @@ def test_pack_splits_keeps_every_split_once_in_order(generated) -> None:
 
 def test_packed_tasks_read_what_read_log_reads(generated) -> None:
     from kafkalog_spark.datasource.options import parse_read_options
-    from kafkalog_spark.datasource.reader import KafkaLogReader, pack_splits, plan_scan
+    from kafkalog_spark.datasource.plan import pack_splits, plan_scan
+    from kafkalog_spark.datasource.reader import KafkaLogReader
 
     opts = parse_read_options({"path": ",".join(generated.log_dirs)})
     reader = KafkaLogReader(opts)

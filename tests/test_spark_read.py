@@ -14,7 +14,7 @@ import pytest
 from pyspark.sql import functions as F
 
 import kafkalog_spark as kl
-from kafkalog_spark.datasource.reader import plan_scan, push_filters
+from kafkalog_spark.datasource.plan import plan_scan, push_filters
 from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, LessThan
 from test_datasource_read import REAL_LOG_DIRS, T0, records, write_txn_partition
 

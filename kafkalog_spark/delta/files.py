@@ -66,7 +66,8 @@ def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tup
         files of this run are removed by the next run (they are not committed).
     """
     from ..datasource.options import parse_read_options
-    from ..datasource.reader import plan_scan, read_split
+    from ..datasource.plan import plan_scan
+    from ..datasource.reader import read_split
 
     opts = parse_read_options(read_options)
     files = _DataFiles(plan.path, partition_by,

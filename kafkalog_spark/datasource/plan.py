@@ -1,0 +1,383 @@
+"""Driver-side scan planning of the ``kafkalog`` data source (datasource layer): pushed filters
+folded into bounds, the splits of each partition's offset window, and their packing into tasks.
+
+The driver (:func:`plan_scan`) reads only directory listings and small metadata: offset indexes
+(to cut large segments and start inside one), time indexes plus the headers of a few batches
+(timestamp bounds), and, for ``read_committed``, ``.txnindex`` files, the newest producer
+snapshot and the batch headers after it (:mod:`kafkalog_spark.log.transactions`). It never
+decodes record data, except the one batch where a timestamp bound lands, to find the exact
+offset as Kafka's ``ListOffsets`` does.
+
+Splits (one segment, or a byte range of a large one) are packed into Spark tasks by
+:func:`pack_splits` — many small segments per task, like Spark's file source packs small files.
+The tasks read them with :func:`kafkalog_spark.datasource.reader.read_split`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql.datasource import (EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In,
+                                    LessThan, LessThanOrEqual)
+
+from ..codec.decode import DecodeOptions, decode_entries
+from ..codec.index import read_offset_index
+from ..codec.scan import scan_entries
+from ..errors import InvalidOptionError
+from ..log.discovery import PartitionDir, Segment, discover
+from ..log.lookup import check_offset_entry, find_timestamp
+from ..log.mapped import mapped_file
+from ..log.transactions import transaction_view
+from .options import (DEFAULT_MIN_PARTITIONS, EARLIEST, LATEST, ReadOptions,
+                      parse_read_options)
+from .splits import KafkaLogSplit, KafkaLogTask, split_bytes
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# entries walked from an offset-index entry to validate it as a cut point (<=3.9 brokers index
+# one entry per append, which may hold several batches)
+_CUT_CHECK_ENTRIES = 64
+OPEN_COST_BYTES = 1 << 20  # weight of opening one split when packing (Spark: openCostInBytes)
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What the pushed filters ask for: the topic/partition sets and the offset and timestamp
+    windows (inclusive; timestamps in microseconds, as in the ``timestamp`` column)."""
+
+    topics: frozenset[str] | None = None
+    partitions: frozenset[int] | None = None
+    partition_lo: int | None = None
+    partition_hi: int | None = None
+    offset_lo: int | None = None
+    offset_hi: int | None = None
+    ts_lo: int | None = None
+    ts_hi: int | None = None
+
+    def wants(self, topic: str, partition: int) -> bool:
+        return ((self.topics is None or topic in self.topics)
+                and (self.partitions is None or partition in self.partitions)
+                and (self.partition_lo is None or partition >= self.partition_lo)
+                and (self.partition_hi is None or partition <= self.partition_hi))
+
+
+@dataclass
+class ScanPlan:
+    """What :func:`plan_scan` decided: the splits (task order), the segments they read, and
+    per partition the offset window ``[start, end)`` and how it was reached."""
+
+    splits: list[KafkaLogSplit] = field(default_factory=list)
+    partitions: dict[str, dict] = field(default_factory=dict)
+
+    @property
+    def segments(self) -> list[str]:
+        """Paths of the segments the tasks open, in order."""
+        return list(dict.fromkeys(str(s.segment.log) for s in self.splits))
+
+
+def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
+                min_tasks: int = DEFAULT_MIN_PARTITIONS, open_cost: int = OPEN_COST_BYTES
+                ) -> list[KafkaLogTask]:
+    """Group consecutive splits into Spark tasks, as Spark's file source packs small files.
+
+    Each split weighs its bytes plus ``open_cost``; a task holds at most ``max_bytes`` of
+    weight (a heavier split is a task of its own) and about ``total / n`` where
+    ``n = max(min_tasks, total / max_bytes)``, so small inputs keep ``min_tasks``-way
+    parallelism. With at most ``min_tasks`` splits every split is its own task. Why: a Spark
+    task of a Python data source costs tens of milliseconds of fixed time, far more than
+    reading a small segment, so one task per segment made a log dir of thousands of small
+    segments take minutes.
+    """
+    if len(splits) <= min_tasks:
+        return [KafkaLogTask((s,)) for s in splits]
+    weights = [split_bytes(s) + open_cost for s in splits]
+    total = sum(weights)
+    target = min(max_bytes, max(1, -(-total // max(min_tasks, -(-total // max_bytes)))))
+    tasks: list[KafkaLogTask] = []
+    current: list[KafkaLogSplit] = []
+    weight = 0
+    for split, w in zip(splits, weights):
+        if current and weight + w > target:
+            tasks.append(KafkaLogTask(tuple(current)))
+            current, weight = [], 0
+        current.append(split)
+        weight += w
+    if current:
+        tasks.append(KafkaLogTask(tuple(current)))
+    return tasks
+
+
+# --- filter pushdown -------------------------------------------------------------------------
+
+
+def push_filters(filters: Sequence[Filter], bounds: Bounds = Bounds()
+                 ) -> tuple[Bounds, list[Filter]]:
+    """Fold the filters this source applies into ``bounds``.
+
+    Returns the new bounds and the filters Spark must still evaluate, by reference: anything
+    on other columns, negations, values of unexpected types, and ``In`` on ``offset`` /
+    ``timestamp`` (used only to prune). Topic and partition filters, and offset and timestamp
+    comparisons, are applied exactly by the tasks.
+    """
+    rest: list[Filter] = []
+    for f in filters:
+        new = _fold(f, bounds)
+        if new is None:
+            rest.append(f)
+            continue
+        bounds, exact = new
+        if not exact:
+            rest.append(f)
+    return bounds, rest
+
+
+def _fold(f: Filter, b: Bounds) -> tuple[Bounds, bool] | None:
+    """``(bounds, exact)`` after ``f``, or ``None`` when ``f`` is not understood."""
+    col = getattr(f, "attribute", None)
+    if col is None or len(col) != 1 or col[0] not in ("topic", "partition", "offset", "timestamp"):
+        return None
+    name, value = col[0], getattr(f, "value", None)
+    values = tuple(value) if isinstance(f, In) else (value,)
+    if name == "topic":
+        if not isinstance(f, (EqualTo, In)) or not all(isinstance(v, str) for v in values):
+            return None
+        topics = frozenset(values) if b.topics is None else b.topics & frozenset(values)
+        return replace(b, topics=topics), True
+    conv = _micros if name == "timestamp" else _int
+    try:
+        vs = tuple(conv(v) for v in values)
+    except (TypeError, ValueError):
+        return None
+    if name == "partition" and isinstance(f, (EqualTo, In)):
+        parts = frozenset(vs) if b.partitions is None else b.partitions & frozenset(vs)
+        return replace(b, partitions=parts), True
+    lo, hi = _range(f, vs)
+    if lo is None and hi is None:
+        return None
+    key = {"partition": "partition", "offset": "offset", "timestamp": "ts"}[name]
+    cur_lo, cur_hi = getattr(b, f"{key}_lo"), getattr(b, f"{key}_hi")
+    new_lo = lo if cur_lo is None else cur_lo if lo is None else max(cur_lo, lo)
+    new_hi = hi if cur_hi is None else cur_hi if hi is None else min(cur_hi, hi)
+    return replace(b, **{f"{key}_lo": new_lo, f"{key}_hi": new_hi}), not isinstance(f, In)
+
+
+def _range(f: Filter, vs: tuple[int, ...]) -> tuple[int | None, int | None]:
+    """Inclusive integer range of a comparison (an ``In`` gives its min and max)."""
+    if isinstance(f, In):
+        return (min(vs), max(vs)) if vs else (0, -1)
+    v = vs[0]
+    if isinstance(f, EqualTo):
+        return v, v
+    if isinstance(f, GreaterThan):
+        return v + 1, None
+    if isinstance(f, GreaterThanOrEqual):
+        return v, None
+    if isinstance(f, LessThan):
+        return None, v - 1
+    if isinstance(f, LessThanOrEqual):
+        return None, v
+    return None, None
+
+
+def _int(v: object) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"not an integer: {v!r}")
+    return v
+
+
+def _micros(v: object) -> int:
+    """Microseconds since the epoch of a filter literal (naive datetimes are UTC, the
+    session time zone :func:`kafkalog_spark.spark.session` sets)."""
+    if not isinstance(v, datetime):
+        raise TypeError(f"not a timestamp: {v!r}")
+    if v.tzinfo is None:
+        v = v.replace(tzinfo=timezone.utc)
+    delta = v - _EPOCH
+    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+# --- planning --------------------------------------------------------------------------------
+
+
+def plan_scan(options: ReadOptions | Mapping[str, str], bounds: Bounds = Bounds()) -> ScanPlan:
+    """Plan a scan: the splits Spark runs as tasks, from listings and small metadata only.
+
+    Parameters
+    ----------
+    options : ReadOptions or mapping
+        Parsed options, or the raw option map (parsed strictly).
+    bounds : Bounds
+        Pushed filters (see :func:`push_filters`).
+
+    Returns
+    -------
+    ScanPlan
+
+    Raises
+    ------
+    KafkaLogError
+        Paths that are not log dirs; :class:`InvalidOptionError` for a starting timestamp no
+        record reaches with ``startingOffsetsByTimestampStrategy=error``.
+    """
+    opts = options if isinstance(options, ReadOptions) else parse_read_options(options)
+    plan = ScanPlan()
+    found = discover(list(opts.paths))
+    live = [p for d in found.log_dirs for p in d.partitions] + list(found.partitions)
+    for part in live:
+        if part.topic is None or part.partition is None or not part.segments:
+            continue
+        if not (opts.wants(part.topic, part.partition)
+                and bounds.wants(part.topic, part.partition)):
+            continue
+        _plan_partition(plan, part, opts, bounds)
+    return plan
+
+
+def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions, bounds: Bounds) -> None:
+    topic, partition = part.topic or "", part.partition or 0
+    info: dict = {"path": str(part.path)}
+    plan.partitions[f"{topic}-{partition}"] = info
+    lo = _start_offset(part, opts, bounds, info)
+    end = _end_offset(part, opts, bounds)
+    view = None
+    if opts.read_committed:
+        view = transaction_view(part)
+        info["last_stable_offset"] = view.last_stable_offset
+        if view.last_stable_offset is not None:
+            end = view.last_stable_offset if end is None else min(end, view.last_stable_offset)
+    info["start"], info["end"] = lo, end
+    if lo is not None and lo < 0:  # a starting timestamp no record reaches
+        return
+    hi = None if end is None else end - 1
+    if hi is not None and lo is not None and hi < lo:
+        return
+    segs = part.segments
+    for i, seg in enumerate(segs):
+        next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if lo is not None and next_base is not None and next_base <= lo:
+            continue
+        if end is not None and seg.base_offset >= end:
+            break
+        for split in _cut(seg, topic, partition, opts.max_bytes_per_partition):
+            if split.next_offset is None and next_base is not None:
+                # the next segment's base bounds this one's offsets: a read window reaching
+                # past it then needs no index lookup to find where to stop
+                split = replace(split, next_offset=next_base)
+            if lo is not None and split.next_offset is not None and split.next_offset <= lo:
+                continue
+            if end is not None and split.first_offset >= end:
+                continue
+            aborted = () if view is None else view.aborted_in(
+                max(split.first_offset, lo or 0), hi if split.next_offset is None
+                else split.next_offset - 1 if hi is None else min(hi, split.next_offset - 1))
+            plan.splits.append(replace(split, min_offset=lo, max_offset=hi, ts_lo=bounds.ts_lo,
+                                       ts_hi=bounds.ts_hi, aborted=aborted))
+
+
+def _start_offset(part: PartitionDir, opts: ReadOptions, b: Bounds, info: dict) -> int | None:
+    """Inclusive start offset (``None``: the log start; ``-1``: nothing to read)."""
+    key = (part.topic or "", part.partition or 0)
+    lo: int | None = None
+    if opts.starting_offsets is not None:
+        v = opts.starting_offsets.get(key[0], {}).get(key[1])
+        lo = None if v in (None, EARLIEST) else v
+    ts = opts.starting_timestamp
+    if opts.starting_by_timestamp is not None:
+        ts = opts.starting_by_timestamp.get(key[0], {}).get(key[1])
+    if ts is not None:
+        at = offset_for_timestamp(part, ts)
+        info["starting_timestamp_offset"] = at
+        if at is None:
+            if opts.starting_timestamp_strategy == "error":
+                raise InvalidOptionError(
+                    f"no record of {key[0]}-{key[1]} has a timestamp >= {ts} (starting "
+                    f"timestamp); set startingOffsetsByTimestampStrategy=latest to read nothing "
+                    f"from such partitions")
+            return -1
+        lo = at
+    if b.offset_lo is not None:
+        lo = b.offset_lo if lo is None else max(lo, b.offset_lo)
+    if b.ts_lo is not None:
+        at = offset_for_timestamp(part, -(-b.ts_lo // 1000))  # ms, rounded up
+        if at is None:
+            return -1
+        lo = at if lo is None else max(lo, at)
+    return lo
+
+
+def _end_offset(part: PartitionDir, opts: ReadOptions, b: Bounds) -> int | None:
+    """Exclusive end offset (``None``: the log end)."""
+    key = (part.topic or "", part.partition or 0)
+    end: int | None = None
+    if opts.ending_offsets is not None:
+        v = opts.ending_offsets.get(key[0], {}).get(key[1])
+        end = None if v in (None, LATEST) else v
+    ts = opts.ending_timestamp
+    if opts.ending_by_timestamp is not None:
+        ts = opts.ending_by_timestamp.get(key[0], {}).get(key[1])
+    if ts is not None:
+        end = offset_for_timestamp(part, ts)  # none reaches it: read to the end, as Spark
+    if b.offset_hi is not None:
+        end = b.offset_hi + 1 if end is None else min(end, b.offset_hi + 1)
+    return end
+
+
+def offset_for_timestamp(part: PartitionDir | Sequence[Segment], timestamp_ms: int) -> int | None:
+    """The first offset whose record timestamp ≥ ``timestamp_ms`` (Kafka's ``ListOffsets`` for
+    a timestamp): the entry through the validated time index, then its records.
+
+    Returns ``None`` when no record reaches the timestamp.
+    """
+    hit = find_timestamp(part, timestamp_ms)
+    if hit is None:
+        return None
+    with mapped_file(hit.segment.log) as buf:
+        result = decode_entries(buf, topic="", partition=0, start=hit.position,
+                                end=hit.position + hit.size, file=str(hit.segment.log),
+                                options=DecodeOptions(include_control=True))
+        for batch in result:
+            reached = pc.fill_null(pc.greater_equal(batch.column("timestamp").cast(pa.int64()),
+                                                    timestamp_ms * 1000), False)
+            rows = np.flatnonzero(reached.to_numpy(zero_copy_only=False))
+            if len(rows):
+                return int(batch.column("offset")[int(rows[0])].as_py())
+    return hit.offset
+
+
+def _cut(seg: Segment, topic: str, partition: int, max_bytes: int) -> list[KafkaLogSplit]:
+    """Byte ranges of at most about ``max_bytes`` at batch boundaries from the offset index;
+    each cut is checked against the log (a failing one is dropped: a longer split)."""
+    whole = KafkaLogSplit(topic, partition, seg, 0, None, seg.base_offset, None)
+    if seg.log_size <= max_bytes or seg.index is None or not seg.index_size:
+        return [whole]
+    with mapped_file(seg.index) as ibuf:
+        index = read_offset_index(ibuf, seg.base_offset, file=str(seg.index))
+    positions, offsets = index.positions, index.offsets
+    cuts: list[tuple[int, int]] = []  # (position, offset bound of the entry there)
+    with mapped_file(seg.log) as buf:
+        target = max_bytes
+        while target < seg.log_size:
+            k = int(np.searchsorted(positions, target, side="right")) - 1
+            if k >= 0 and (not cuts or positions[k] > cuts[-1][0]) and positions[k] > 0:
+                o, p = int(offsets[k]), int(positions[k])
+                table = scan_entries(buf, start=p, max_entries=_CUT_CHECK_ENTRIES)
+                if check_offset_entry(index, o, p, table, len(buf)) is None:
+                    first_known = int(table.magic[0]) == 2
+                    cuts.append((p, int(table.offset[0]) if first_known else -1))
+            target += max_bytes
+    splits = []
+    bounds = [(0, seg.base_offset)] + cuts
+    for i, (p, first) in enumerate(bounds):
+        nxt = bounds[i + 1] if i + 1 < len(bounds) else None
+        lower = first if first >= 0 else splits[-1].first_offset
+        # the entry at the next cut starts after every record of this split (a legacy
+        # wrapper's header offset is its last offset: still an exclusive upper bound)
+        upper = None if nxt is None or nxt[1] < 0 else nxt[1]
+        splits.append(KafkaLogSplit(topic, partition, seg, p, None if nxt is None else nxt[0],
+                                    lower, upper))
+    return splits
+
