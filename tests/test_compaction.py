@@ -12,7 +12,7 @@ import pytest
 from kafkalog_spark import read_log, verify
 from kafkalog_spark.codec import checkpoints as C
 from kafkalog_spark.codec.encode import BatchSpec, encode_batch, encode_end_txn_marker
-from kafkalog_spark.codec.index import build_indexes, build_txn_index
+from kafkalog_spark.codec.index_rebuild import build_indexes, build_txn_index
 from kafkalog_spark.codec.scan import scan_entries
 from kafkalog_spark.compaction.compact import compact
 from kafkalog_spark.errors import LogDirLockedError

@@ -13,9 +13,10 @@ from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
 from kafkalog_spark.codec.index import (
-    build_indexes, build_txn_index, offset_index_bytes, read_offset_index, read_time_index,
-    read_txn_index, time_index_bytes, TxnIndex,
+    offset_index_bytes, read_offset_index, read_time_index, read_txn_index, time_index_bytes,
+    TxnIndex,
 )
+from kafkalog_spark.codec.index_rebuild import build_indexes, build_txn_index
 from kafkalog_spark.codec.scan import scan_entries
 from kafkalog_spark.errors import CorruptIndexError, CorruptRecordError
 

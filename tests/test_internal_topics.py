@@ -18,11 +18,13 @@ from kafka.record import MemoryRecords
 from kafkalog_spark.codec.internal_topics import (
     decode_consumer_offsets_key,
     decode_consumer_offsets_value,
+    decode_transaction_log_key,
+    decode_transaction_log_value,
+)
+from kafkalog_spark.codec.kraft_records import (
     decode_control_record_value,
     decode_end_txn_marker,
     decode_metadata_record,
-    decode_transaction_log_key,
-    decode_transaction_log_value,
 )
 from kafkalog_spark.errors import CorruptRecordError, Location
 

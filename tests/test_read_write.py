@@ -12,7 +12,7 @@ import pytest
 import kafkalog_spark as kl
 from kafkalog_spark.codec.checkpoints import (parse_leader_epoch_checkpoint,
                                               parse_offset_checkpoint, parse_partition_metadata)
-from kafkalog_spark.codec.index import build_indexes
+from kafkalog_spark.codec.index_rebuild import build_indexes
 from kafkalog_spark.codec.schema import HEADERS_TYPE
 from kafkalog_spark.errors import InvalidOptionError, LogDirError, LogDirLockedError
 from kafkalog_spark.log.verify import verify

@@ -139,7 +139,7 @@ def _decode(verify_crc: bool, on_error: str):
 
 
 def t_build_indexes(rng, item, _):
-    from kafkalog_spark.codec.index import build_indexes
+    from kafkalog_spark.codec.index_rebuild import build_indexes
 
     base, data = _log(rng, item)
     build_indexes(data, base, index_interval_bytes=rng.choice((1, 512, 4096)),
@@ -147,7 +147,7 @@ def t_build_indexes(rng, item, _):
 
 
 def t_build_txn_index(rng, item, _):
-    from kafkalog_spark.codec.index import build_txn_index
+    from kafkalog_spark.codec.index_rebuild import build_txn_index
 
     base, data = _log(rng, item)
     build_txn_index(data, base).to_bytes()
