@@ -23,12 +23,14 @@ from hypothesis import strategies as st
 
 from kafkalog_spark.codec.compression import (
     DEFAULT_MAX_DECOMPRESSED,
-    LZ4_KAFKA_HEADER,
-    LZ4_KAFKA_HEADER_MAGIC0,
-    XERIAL_HEADER,
     compress,
     decompress,
     require_codec,
+)
+from kafkalog_spark.codec.compression_framings import (
+    LZ4_KAFKA_HEADER,
+    LZ4_KAFKA_HEADER_MAGIC0,
+    XERIAL_HEADER,
 )
 from kafkalog_spark.codec.layout import (
     CODEC_GZIP,

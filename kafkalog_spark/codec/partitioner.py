@@ -22,7 +22,7 @@ import pyarrow as pa
 from numba import njit
 
 from ..errors import InvalidOptionError
-from .encode import _binary
+from .encode_columns import _binary
 
 SEED = 0x9747B28C
 M = 0x5BD1E995

@@ -1,0 +1,422 @@
+"""Kafka's compression framings (codec layer): gzip members, xerial snappy streams, Kafka's lz4
+frame subset and zstd frames, each decoded (bounded by ``max_size``) and encoded.
+
+Each codec has a framing of its own on top of the raw algorithm::
+
+    gzip    RFC 1952 members, possibly concatenated (java GZIPInputStream accepts several)
+    snappy  xerial snappy-java stream:
+              0  8  magic 82 53 4E 41 50 50 59 00
+              8  4  int32 BE version (>= 1)
+              12 4  int32 BE minimum compatible version
+              16 .. blocks: int32 BE length + raw snappy block (<= 32 KiB input each);
+                    a length equal to 0x82534E41 starts another concatenated stream
+            or, without the magic (or shorter than 16 bytes), ONE raw snappy block
+    lz4     LZ4 frame, Kafka subset (KIP-57), little-endian:
+              0  4  magic 04 22 4D 18
+              4  1  FLG  version 01, independent blocks, [block checksum], [content size],
+                          [content checksum]; no dictionary id
+              5  1  BD   block max size code 4..7 (64 KiB .. 4 MiB)
+              6  8  content size, only if FLG bit 3
+              .  1  HC   (xxh32(FLG BD [size]) >> 8) & 0xFF; magic 0 hashed the magic too and
+                         Kafka does not verify it for magic 0 data
+              .. blocks: uint32 size (bit 31 = stored uncompressed), data, [xxh32 if flagged];
+                 size 0 = end mark, then [content checksum]
+    zstd    one or more zstd frames, written by a streaming encoder so without content size
+
+The decoders and encoders here take the codec library :mod:`.compression` loaded for them;
+:data:`_DECODERS` / :data:`_ENCODERS` map a codec id to them.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import zlib
+from typing import Any, Callable
+
+from kafkalog_spark.codec.layout import (
+    CODEC_GZIP,
+    CODEC_LZ4,
+    CODEC_SNAPPY,
+    CODEC_ZSTD,
+)
+from kafkalog_spark.errors import CompressionError, Location
+
+_INT32_BE = struct.Struct(">i")
+_UINT32_LE = struct.Struct("<I")
+
+# --- snappy (xerial) -----------------------------------------------------------------------
+XERIAL_MAGIC = b"\x82SNAPPY\x00"
+XERIAL_HEADER = XERIAL_MAGIC + b"\x00\x00\x00\x01\x00\x00\x00\x01"
+XERIAL_HEADER_SIZE = 16
+XERIAL_BLOCK_SIZE = 32 * 1024
+XERIAL_MAGIC_AS_INT32 = _INT32_BE.unpack(XERIAL_MAGIC[:4])[0]  # 0x82534E41 read as int32
+
+# --- lz4 frame -----------------------------------------------------------------------------
+LZ4_MAGIC = b"\x04\x22\x4d\x18"
+LZ4_FLG_VERSION_MASK = 0xC0
+LZ4_FLG_VERSION = 0x40
+LZ4_FLG_BLOCK_INDEPENDENT = 0x20
+LZ4_FLG_BLOCK_CHECKSUM = 0x10
+LZ4_FLG_CONTENT_SIZE = 0x08
+LZ4_FLG_CONTENT_CHECKSUM = 0x04
+LZ4_FLG_RESERVED = 0x03  # bit 0 is the dictionary-id flag, bit 1 reserved; Kafka wants both 0
+LZ4_BD_RESERVED = 0x8F
+LZ4_STORED_BLOCK = 0x80000000
+LZ4_KAFKA_BLOCK_SIZE = 64 * 1024
+LZ4_KAFKA_HEADER = LZ4_MAGIC + b"\x60\x40\x82"  # FLG 0x60, BD 0x40 (64 KiB), correct HC
+LZ4_KAFKA_HEADER_MAGIC0 = LZ4_MAGIC + b"\x60\x40\x1a"  # pre-KIP-57 HC, hashed with the magic
+LZ4_DEFAULT_LEVEL = 9  # Kafka's default; level 9 means lz4-java's fast compressor
+
+# --- zstd ----------------------------------------------------------------------------------
+ZSTD_MAGIC = 0xFD2FB528
+ZSTD_SKIPPABLE_MASK = 0xFFFFFFF0
+ZSTD_SKIPPABLE_MAGIC = 0x184D2A50
+ZSTD_BLOCK_MAX = 128 * 1024
+ZSTD_DEFAULT_LEVEL = 3
+_ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)
+_ZSTD_FCS_SIZES = (0, 2, 4, 8)
+
+GZIP_DEFAULT_LEVEL = 6  # java.util.zip.Deflater.DEFAULT_COMPRESSION is zlib's 6
+# java.util.zip.GZIPOutputStream header: magic, deflate, no flags, mtime 0, XFL 0, OS 255 (JDK 16+)
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"
+
+
+def _too_large(codec: str, max_size: int, location: Location | None) -> CompressionError:
+    return CompressionError(f"{codec} payload decompresses to more than {max_size} bytes", location)
+
+
+# --- gzip ----------------------------------------------------------------------------------
+
+
+def _gzip_decode(_lib: None, view: memoryview, _magic: int, max_size: int,
+                 location: Location | None) -> bytes:
+    if len(view) == 0:
+        raise CompressionError("gzip payload is empty", location)
+    parts: list[bytes] = []
+    produced = 0
+    rest: memoryview | bytes = view
+    while True:
+        member = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        # max_length one past the budget: a larger member is detected without being inflated
+        out = member.decompress(rest, max_size - produced + 1)
+        produced += len(out)
+        if produced > max_size:
+            raise _too_large("gzip", max_size, location)
+        if not member.eof:
+            raise CompressionError("gzip payload is truncated (no end of member)", location)
+        parts.append(out)
+        rest = member.unused_data
+        # GZIPInputStream reads another member only when a gzip header follows; other trailing
+        # bytes end the stream
+        if not rest.startswith(b"\x1f\x8b"):
+            break
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _gzip_encode(_lib: None, view: memoryview, _magic: int, level: int | None) -> bytes:
+    deflater = zlib.compressobj(GZIP_DEFAULT_LEVEL if level is None else level,
+                                zlib.DEFLATED, -zlib.MAX_WBITS)
+    body = deflater.compress(view) + deflater.flush()
+    trailer = struct.pack("<II", zlib.crc32(view) & 0xFFFFFFFF, len(view) & 0xFFFFFFFF)
+    return b"".join((_GZIP_HEADER, body, trailer))
+
+
+# --- snappy --------------------------------------------------------------------------------
+
+
+def _snappy_raw_length(block: memoryview, location: Location | None) -> int:
+    """The uncompressed length a raw snappy block declares (its uvarint preamble, <= 2^32-1)."""
+    result = 0
+    for i in range(min(5, len(block))):
+        byte = block[i]
+        result |= (byte & 0x7F) << (7 * i)
+        if byte < 0x80:
+            if result > 0xFFFFFFFF:
+                break
+            return result
+    raise CompressionError("snappy block has an invalid length preamble", location)
+
+
+def _snappy_decode(snappy: Any, view: memoryview, _magic: int, max_size: int,
+                   location: Location | None) -> bytes:
+    if len(view) == 0:
+        raise CompressionError("snappy payload is empty", location)
+    if len(view) < XERIAL_HEADER_SIZE or view[:8] != XERIAL_MAGIC:
+        blocks = [view]  # snappy-java's fallback: the whole input is one raw block
+    else:
+        blocks = _xerial_blocks(view, location)
+    lengths = []
+    total = 0
+    for block in blocks:
+        n = _snappy_raw_length(block, location)
+        total += n
+        if total > max_size:
+            raise _too_large("snappy", max_size, location)
+        lengths.append(n)
+    out = bytearray(total)
+    target = memoryview(out)
+    pos = 0
+    for block, n in zip(blocks, lengths):
+        written = snappy.decompress_raw_into(block, target[pos:pos + n])
+        if written != n:
+            raise CompressionError(
+                f"snappy block declares {n} bytes but decodes to {written}", location)
+        pos += n
+    return bytes(out)
+
+
+def _xerial_blocks(view: memoryview, location: Location | None) -> list[memoryview]:
+    blocks = []
+    pos = _check_xerial_header(view, 0, location)
+    end = len(view)
+    while pos < end:
+        if end - pos < 4:
+            raise CompressionError(f"snappy stream ends inside a block length at {pos}", location)
+        length = _INT32_BE.unpack_from(view, pos)[0]
+        if length == XERIAL_MAGIC_AS_INT32:
+            pos = _check_xerial_header(view, pos, location)  # a concatenated xerial stream
+            continue
+        if length < 0:
+            raise CompressionError(f"snappy block length {length} at {pos} is negative", location)
+        pos += 4
+        if end - pos < length:
+            raise CompressionError(
+                f"snappy block of {length} bytes at {pos} is truncated ({end - pos} left)",
+                location)
+        blocks.append(view[pos:pos + length])
+        pos += length
+    return blocks
+
+
+def _check_xerial_header(view: memoryview, pos: int, location: Location | None) -> int:
+    if len(view) - pos < XERIAL_HEADER_SIZE or view[pos:pos + 8] != XERIAL_MAGIC:
+        raise CompressionError(f"snappy stream header at {pos} is truncated or corrupt", location)
+    version, compatible = struct.unpack_from(">ii", view, pos + 8)
+    if version < 1 or compatible < 1:
+        raise CompressionError(
+            f"snappy stream version {version}/{compatible} at {pos} is incompatible", location)
+    return pos + XERIAL_HEADER_SIZE
+
+
+def _snappy_encode(snappy: Any, view: memoryview, _magic: int, _level: int | None) -> bytes:
+    parts = [XERIAL_HEADER]
+    for start in range(0, len(view), XERIAL_BLOCK_SIZE):
+        block = bytes(snappy.compress_raw(view[start:start + XERIAL_BLOCK_SIZE]))
+        parts.append(_INT32_BE.pack(len(block)))
+        parts.append(block)
+    return b"".join(parts)
+
+
+# --- lz4 -----------------------------------------------------------------------------------
+
+
+def _lz4_decode(lib: Any, view: memoryview, magic: int, max_size: int,
+                location: Location | None) -> bytes:
+    block_codec, xxh32 = lib
+    end = len(view)
+    if end < 7 or view[:4] != LZ4_MAGIC:
+        raise CompressionError("lz4 payload does not start with an lz4 frame magic", location)
+    flg, bd = view[4], view[5]
+    if flg & LZ4_FLG_VERSION_MASK != LZ4_FLG_VERSION:
+        raise CompressionError(f"lz4 frame version in FLG {flg:#04x} is not 1", location)
+    if flg & LZ4_FLG_RESERVED:
+        raise CompressionError(f"lz4 FLG {flg:#04x}: dictionary id / reserved bits set", location)
+    if not flg & LZ4_FLG_BLOCK_INDEPENDENT:
+        raise CompressionError("lz4 dependent (linked) blocks are unsupported by Kafka", location)
+    size_code = (bd >> 4) & 0x07
+    if bd & LZ4_BD_RESERVED or size_code < 4:
+        raise CompressionError(f"lz4 BD {bd:#04x}: bad block size code or reserved bits", location)
+    max_block = 1 << (2 * size_code + 8)
+    pos = 6 + (8 if flg & LZ4_FLG_CONTENT_SIZE else 0)
+    if end < pos + 1:
+        raise CompressionError("lz4 frame header is truncated", location)
+    # magic 0 data was written with the magic bytes inside the hash; Kafka skips the check then
+    if magic >= 1 and (xxh32(view[4:pos], 0) >> 8) & 0xFF != view[pos]:
+        raise CompressionError("lz4 frame descriptor checksum (HC) mismatch", location)
+    pos += 1
+    checksummed = bool(flg & LZ4_FLG_BLOCK_CHECKSUM)
+    parts: list[Any] = []
+    produced = 0
+    while True:
+        if end - pos < 4:
+            raise CompressionError(f"lz4 frame ends prematurely at {pos} (no end mark)", location)
+        word = _UINT32_LE.unpack_from(view, pos)[0]
+        pos += 4
+        size = word & ~LZ4_STORED_BLOCK
+        if size == 0:  # end mark (Kafka also ends on a stored-flagged zero size)
+            break
+        if size > max_block:
+            raise CompressionError(f"lz4 block of {size} bytes exceeds max {max_block}", location)
+        if end - pos < size + (4 if checksummed else 0):
+            raise CompressionError(f"lz4 block at {pos - 4} is truncated", location)
+        block = view[pos:pos + size]
+        pos += size
+        if checksummed:
+            if xxh32(block, 0) != _UINT32_LE.unpack_from(view, pos)[0]:
+                raise CompressionError(f"lz4 block checksum mismatch at {pos - size}", location)
+            pos += 4
+        if word & LZ4_STORED_BLOCK:
+            chunk: Any = block
+        else:
+            chunk = block_codec.decompress(block, uncompressed_size=max_block)
+        produced += len(chunk)
+        if produced > max_size:
+            raise _too_large("lz4", max_size, location)
+        parts.append(chunk)
+    if len(parts) == 1 and isinstance(parts[0], bytes):
+        return parts[0]
+    return b"".join(parts)
+
+
+def _lz4_encode(lib: Any, view: memoryview, magic: int, level: int | None) -> bytes:
+    block_codec, _ = lib
+    if level is None or level == LZ4_DEFAULT_LEVEL:
+        options: dict[str, Any] = {"mode": "default"}
+    else:
+        options = {"mode": "high_compression", "compression": level}
+    parts = [LZ4_KAFKA_HEADER_MAGIC0 if magic == 0 else LZ4_KAFKA_HEADER]
+    for start in range(0, len(view), LZ4_KAFKA_BLOCK_SIZE):
+        raw = view[start:start + LZ4_KAFKA_BLOCK_SIZE]
+        packed = block_codec.compress(raw, store_size=False, **options)
+        if len(packed) >= len(raw):  # incompressible: stored, flagged by the high bit
+            parts.append(_UINT32_LE.pack(len(raw) | LZ4_STORED_BLOCK))
+            parts.append(raw.tobytes())
+        else:
+            parts.append(_UINT32_LE.pack(len(packed)))
+            parts.append(packed)
+    parts.append(b"\x00\x00\x00\x00")
+    return b"".join(parts)
+
+
+# --- zstd ----------------------------------------------------------------------------------
+
+
+def _zstd_frames(view: memoryview, location: Location | None) -> list[tuple[int, int, int]]:
+    """Walk zstd frame and block headers: (start, end, bound on decompressed size) per data
+    frame. The zstandard stream reader stops silently at a truncated frame, so completeness is
+    checked here, before decoding."""
+    frames = []
+    pos, end = 0, len(view)
+    if end == 0:
+        raise CompressionError("zstd payload is empty", location)
+    while pos < end:
+        if end - pos < 8:
+            raise CompressionError(f"zstd frame header at {pos} is truncated", location)
+        frame_magic = _UINT32_LE.unpack_from(view, pos)[0]
+        if frame_magic & ZSTD_SKIPPABLE_MASK == ZSTD_SKIPPABLE_MAGIC:
+            pos += 8 + _UINT32_LE.unpack_from(view, pos + 4)[0]
+            if pos > end:
+                raise CompressionError("zstd skippable frame is truncated", location)
+            continue
+        if frame_magic != ZSTD_MAGIC:
+            raise CompressionError(f"no zstd frame magic at {pos}", location)
+        start = pos
+        fhd = view[pos + 4]
+        single_segment = (fhd >> 5) & 1
+        fcs_code = fhd >> 6
+        fcs_size = 1 if (fcs_code == 0 and single_segment) else _ZSTD_FCS_SIZES[fcs_code]
+        pos += 5 + (0 if single_segment else 1) + _ZSTD_DICT_ID_SIZES[fhd & 3]
+        if end - pos < fcs_size:
+            raise CompressionError(f"zstd frame header at {start} is truncated", location)
+        content_size = int.from_bytes(view[pos:pos + fcs_size], "little") if fcs_size else -1
+        if fcs_size == 2:
+            content_size += 256  # RFC 8878: the 2-byte field is stored minus 256
+        pos += fcs_size
+        bound = 0
+        last = False
+        while not last:
+            if end - pos < 3:
+                raise CompressionError(f"zstd frame at {start} is truncated", location)
+            header = view[pos] | (view[pos + 1] << 8) | (view[pos + 2] << 16)
+            last = bool(header & 1)
+            block_type = (header >> 1) & 3
+            size = header >> 3
+            if block_type == 3:
+                raise CompressionError(f"zstd reserved block type at {pos}", location)
+            # raw: size bytes; RLE: one byte repeated size times; compressed: <= 128 KiB out
+            bound += ZSTD_BLOCK_MAX if block_type == 2 else size
+            pos += 3 + (1 if block_type == 1 else size)
+        if fhd & 0x04:
+            pos += 4  # content checksum
+        if pos > end:
+            raise CompressionError(f"zstd frame at {start} is truncated", location)
+        if content_size > bound:
+            # the library would allocate the declared size before noticing it is a lie
+            raise CompressionError(
+                f"zstd frame at {start} declares {content_size} bytes, its blocks hold at most "
+                f"{bound}", location)
+        frames.append((start, pos, bound))
+    return frames
+
+
+_THREAD_STATE = threading.local()
+
+
+def _zstd_decompressor(zstandard: Any) -> Any:
+    """One decompression context per thread, reused: creating one costs more than decoding a
+    small batch, and a context must not be shared between threads."""
+    dctx = getattr(_THREAD_STATE, "zstd_dctx", None)
+    if dctx is None:
+        dctx = _THREAD_STATE.zstd_dctx = zstandard.ZstdDecompressor()
+    return dctx
+
+
+def _zstd_decode(zstandard: Any, view: memoryview, _magic: int, max_size: int,
+                 location: Location | None) -> bytes:
+    frames = _zstd_frames(view, location)
+    dctx = _zstd_decompressor(zstandard)
+    parts = []
+    produced = 0
+    for start, stop, bound in frames:
+        budget = max_size - produced
+        frame = view[start:stop]
+        if bound <= budget:
+            # the bound makes one exact-size call safe; the library fails if it is exceeded
+            out = dctx.decompress(frame, max_output_size=max(bound, 1))
+        else:
+            out = _zstd_read_bounded(dctx, frame, budget, max_size, location)
+        produced += len(out)
+        parts.append(out)
+    if not parts:
+        return b""
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _zstd_read_bounded(dctx: Any, frame: memoryview, budget: int, max_size: int,
+                       location: Location | None) -> bytes:
+    chunks = []
+    got = 0
+    with dctx.stream_reader(frame, read_size=len(frame)) as reader:
+        while True:
+            chunk = reader.read(min(budget - got + 1, 4 * ZSTD_BLOCK_MAX))
+            if not chunk:
+                break
+            got += len(chunk)
+            if got > budget:
+                raise _too_large("zstd", max_size, location)
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _zstd_encode(zstandard: Any, view: memoryview, _magic: int, level: int | None) -> bytes:
+    # write_content_size=False: zstd-jni's ZstdOutputStream streams, so its frame has no size
+    cctx = zstandard.ZstdCompressor(
+        level=ZSTD_DEFAULT_LEVEL if level is None else level, write_content_size=False)
+    return cctx.compress(view)
+
+
+_Decoder = Callable[[Any, memoryview, int, int, "Location | None"], bytes]
+_Encoder = Callable[[Any, memoryview, int, "int | None"], bytes]
+_DECODERS: dict[int, _Decoder] = {
+    CODEC_GZIP: _gzip_decode,
+    CODEC_SNAPPY: _snappy_decode,
+    CODEC_LZ4: _lz4_decode,
+    CODEC_ZSTD: _zstd_decode,
+}
+_ENCODERS: dict[int, _Encoder] = {
+    CODEC_GZIP: _gzip_encode,
+    CODEC_SNAPPY: _snappy_encode,
+    CODEC_LZ4: _lz4_encode,
+    CODEC_ZSTD: _zstd_encode,
+}
