@@ -57,10 +57,14 @@ _ARROW_PATH = {"read_table", "read_metadata", "read_schema", "ParquetWriter", "P
 
 
 def _entry_names(tree: ast.AST) -> set[str]:
+    """Names bound by iterating a listing: ``for x in it`` / ``for x in <...>.scandir(...)``."""
     names = set(_ENTRY_NAMES)
     for node in ast.walk(tree):
         if isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)  # checked below only when the receiver is such a name
+            it = node.iter
+            if isinstance(it, ast.Name) and it.id == "it" or isinstance(it, ast.Call) and \
+                    isinstance(it.func, ast.Attribute) and it.func.attr == "scandir":
+                names.add(node.target.id)
     return names
 
 
@@ -101,7 +105,8 @@ def _fs_calls(path: Path, name: str | None = None) -> list[str]:
             found.append(f"{where} .{f.attr}(path)")
         elif f.attr in _ENTRY_METHODS and not node.args:
             ok = isinstance(recv, ast.Name) and recv.id in loop_names or \
-                isinstance(recv, ast.Subscript)
+                isinstance(recv, ast.Subscript) and isinstance(recv.value, ast.Name) and \
+                recv.value.id == "entries"
             if not ok:
                 found.append(f"{where} .{f.attr}()")
     return found

@@ -31,7 +31,7 @@ from ..codec.scan import scan_entries
 from ..errors import InvalidOptionError
 from ..log.discovery import PartitionDir, Segment, discover
 from ..log.lookup import check_offset_entry, find_timestamp
-from ..log.mapped import mapped_file
+from ..log.storage import mapped_file
 from ..log.transactions import transaction_view
 from .options import (DEFAULT_MIN_PARTITIONS, EARLIEST, LATEST, ReadOptions,
                       parse_read_options)

@@ -27,7 +27,7 @@ from ..codec.decode import BadRange, DecodeOptions, decode_entries
 from ..codec.scan import scan_entries
 from ..codec.schema import record_schema
 from ..log.lookup import position_for_offset
-from ..log.mapped import mapped_file
+from ..log.storage import mapped_file
 from ..log.transactions import aborted_mask
 from .options import ReadOptions, parse_read_options
 from .plan import Bounds, pack_splits, plan_scan, push_filters

@@ -33,7 +33,7 @@ from ..codec.scan import STOP_END, STOP_SIZE_TOO_SMALL, scan_entries
 from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirError
 from . import naming as N
 from .lock import lock_holder
-from .mapped import mapped_file
+from .storage import mapped_file, storage_for
 
 # bootstrap.checkpoint: KRaft's formatted bootstrap metadata (`kafka-storage format`)
 _LOG_DIR_MARKERS = (N.META_PROPERTIES, N.LOCK_FILE, N.CLEAN_SHUTDOWN_FILE, *N.CHECKPOINT_FILES,
@@ -41,147 +41,8 @@ _LOG_DIR_MARKERS = (N.META_PROPERTIES, N.LOCK_FILE, N.CLEAN_SHUTDOWN_FILE, *N.CH
 META_PROPERTIES_MAX_BYTES = 1 << 16  # meta.properties is a handful of lines; refuse more
 
 
-@dataclass(frozen=True, slots=True)
-class Segment:
-    """One segment: its ``.log`` and whichever index files exist, from ``stat`` only.
-
-    Paths are derived from the partition folder (one object shared by its segments) and the
-    ``.log`` name, and index sizes are ``None`` for an absent file: a listing of tens of
-    thousands of segments then costs a few hundred bytes each instead of four path objects.
-    """
-
-    base_offset: int
-    dir: Path
-    name: str  # the .log's file name; the index files share its stem
-    log_size: int
-    mtime: float  # the .log's modification time (Kafka falls back to it for retention)
-    index_size: int | None = None
-    timeindex_size: int | None = None
-    txnindex_size: int | None = None
-
-    @property
-    def log(self) -> Path:
-        """The ``.log`` file."""
-        return self.dir / self.name
-
-    @property
-    def index(self) -> Path | None:
-        """The ``.index`` file, when present."""
-        return self._sibling(N.INDEX, self.index_size)
-
-    @property
-    def timeindex(self) -> Path | None:
-        """The ``.timeindex`` file, when present."""
-        return self._sibling(N.TIME_INDEX, self.timeindex_size)
-
-    @property
-    def txnindex(self) -> Path | None:
-        """The ``.txnindex`` file, when present."""
-        return self._sibling(N.TXN_INDEX, self.txnindex_size)
-
-    def _sibling(self, kind: str, size: int | None) -> Path | None:
-        if size is None:
-            return None
-        return self.dir / sibling_name(self.name, kind)
-
-
-def sibling_name(log_name: str, kind: str) -> str:
-    """The name of a segment file of ``kind`` next to the ``.log`` named ``log_name``."""
-    return f"{log_name.rpartition('.')[0]}.{kind}"
-
-
-@dataclass(frozen=True)
-class PartitionDir:
-    """One partition directory (live, or ``-delete``/``-future``/``-stray`` per ``kind``).
-
-    ``topic``/``partition`` are ``None`` only for the folder of a lone ``.log`` file named
-    directly whose folder is not named ``<topic>-<partition>``.
-    """
-
-    path: Path
-    topic: str | None
-    partition: int | None
-    kind: str | None = None
-    uuid: str | None = None
-    segments: tuple[Segment, ...] = ()
-    leftovers: tuple[Path, ...] = ()  # .deleted / .cleaned / .swap / .tmp
-    orphan_indexes: tuple[Path, ...] = ()  # index files whose .log is missing
-    snapshots: tuple[Path, ...] = ()  # producer-state <offset>.snapshot
-    kraft_snapshots: tuple[Path, ...] = ()  # <end offset>-<epoch>.checkpoint (metadata log)
-    unknown: tuple[Path, ...] = ()  # anything else
-    partition_metadata: bool = False
-    leader_epoch_checkpoint: bool = False
-
-    @property
-    def name(self) -> str:
-        """``topic-partition`` (the folder name when those are unknown)."""
-        if self.topic is None:
-            return self.path.name
-        return f"{self.topic}-{self.partition}"
-
-    @property
-    def size(self) -> int:
-        """Total bytes of the ``.log`` files."""
-        return sum(s.log_size for s in self.segments)
-
-
-@dataclass(frozen=True)
-class LogDir:
-    """One broker log directory (one entry of ``log.dirs``)."""
-
-    path: Path
-    meta_properties: dict[str, str] | None = None
-    meta_properties_error: str | None = None  # why meta.properties did not parse
-    lock_file: bool = False
-    lock_holder: int | None = None  # pid of a live process holding .lock
-    clean_shutdown: bool = False  # .kafka_cleanshutdown present
-    checkpoints: tuple[str, ...] = ()  # names of the offset checkpoint files present
-    partitions: tuple[PartitionDir, ...] = ()  # live logs LogManager loads
-    special: tuple[PartitionDir, ...] = ()  # -delete / -future / -stray
-    metadata_log: PartitionDir | None = None  # __cluster_metadata-0 (KRaft)
-    skipped: tuple[Path, ...] = ()  # remote-log-index-cache
-    leftovers: tuple[Path, ...] = ()  # *.tmp of the atomic write protocol
-    unknown: tuple[Path, ...] = ()  # files and folders a broker would not recognise
-
-    def all_partition_dirs(self) -> tuple[PartitionDir, ...]:
-        """Live, special and metadata-log partition dirs, in order."""
-        meta = (self.metadata_log,) if self.metadata_log is not None else ()
-        return self.partitions + self.special + meta
-
-
-@dataclass(frozen=True)
-class DuplicateReplica:
-    """One topic-partition present in more than one place (JBOD).
-
-    A live log plus one ``-future`` replica is a replica move in progress; anything else
-    (two live copies) makes a broker refuse to start.
-    """
-
-    topic: str
-    partition: int
-    paths: tuple[Path, ...]
-    kinds: tuple[str | None, ...]
-
-    @property
-    def is_move(self) -> bool:
-        """One live copy and one ``-future`` copy: an intra-broker move in progress."""
-        return sorted(self.kinds, key=str) == sorted([None, N.FUTURE_DIR], key=str)
-
-
-@dataclass(frozen=True)
-class LogDirs:
-    """Everything :func:`discover` found, in deterministic order."""
-
-    log_dirs: tuple[LogDir, ...] = ()
-    partitions: tuple[PartitionDir, ...] = ()  # partition dirs named directly
-    duplicates: tuple[DuplicateReplica, ...] = field(default=())
-
-    def all_partition_dirs(self) -> tuple[PartitionDir, ...]:
-        """Every partition dir found, log dir by log dir, then those named directly."""
-        out: list[PartitionDir] = []
-        for d in self.log_dirs:
-            out.extend(d.all_partition_dirs())
-        return tuple(out) + self.partitions
+from .model import (DuplicateReplica, LogDir, LogDirs, PartitionDir,  # noqa: F401  # re-exported
+                    Segment, sibling_name)
 
 
 # --- discovery -------------------------------------------------------------------------------
@@ -229,10 +90,11 @@ def _discover(items: list) -> LogDirs:
     log_dirs: dict[Path, LogDir] = {}
     partitions: dict[Path, PartitionDir] = {}
     for item in items:
-        path = Path(item).resolve()
-        if not path.exists():
+        fs = storage_for(item)
+        path = fs.resolve(item)
+        if not fs.exists(path):
             raise LogDirError("no such file or directory", Location(file=str(item)))
-        if path.is_file():
+        if fs.is_file(path):
             part = _lone_segment(path)
             partitions[part.path] = _merge_lone(partitions.get(part.path), part)
         elif _looks_like_partition_dir(path):
@@ -249,10 +111,11 @@ def _discover(items: list) -> LogDirs:
 
 def _looks_like_partition_dir(path: Path) -> bool:
     # a log dir has its marker files or sub-directories; a partition dir has neither
-    names = os.listdir(path)
+    fs = storage_for(path)
+    names = fs.listdir(path)
     if any(n in _LOG_DIR_MARKERS for n in names):
         return False
-    if any((path / n).is_dir() for n in names):
+    if any(fs.is_dir(path / n) for n in names):
         return False
     try:
         N.parse_partition_dir_name(path.name)
@@ -265,7 +128,7 @@ def _checked(root: Path, entry: os.DirEntry[str]) -> Path:
     """The entry's path; a symlink must resolve inside ``root``."""
     p = Path(entry.path)
     if entry.is_symlink():
-        target = p.resolve()
+        target = storage_for(p).resolve(p)
         if not target.is_relative_to(root):
             raise LogDirError(f"symlink leads outside {root} to {target}; refusing to follow it",
                               Location(file=str(p)))
@@ -280,12 +143,13 @@ def _scan_log_dir(path: Path) -> LogDir:
     leftovers: list[Path] = []
     unknown: list[Path] = []
     names: set[str] = set()
-    with os.scandir(path) as it:
+    fs = storage_for(path)
+    with fs.scandir(path) as it:
         entries = sorted(it, key=lambda e: e.name)
     for entry in entries:
         p = _checked(path, entry)
         names.add(entry.name)
-        if p.is_dir():
+        if entry.is_dir():
             if entry.name == N.REMOTE_LOG_INDEX_CACHE:
                 skipped.append(p)
                 continue
@@ -336,7 +200,7 @@ def _scan_partition_dir(path: Path, parsed: N.PartitionDirName, root: Path) -> P
     # paths are made only for the files that keep one (segments keep their folder and name)
     entries: dict[str, os.DirEntry[str]] = {}
     unknown: list[Path] = []
-    with os.scandir(path) as it:
+    with storage_for(path).scandir(path) as it:
         for entry in it:
             if entry.is_symlink():
                 _checked(root, entry)
@@ -353,7 +217,7 @@ def _classify(path: Path, topic: str | None, partition: int | None, kind: str | 
               stat: Callable[[str], os.stat_result] | None = None) -> PartitionDir:
     """Sort the files ``names`` of the folder ``path`` into segments, snapshots, leftovers..."""
     if stat is None:
-        stat = lambda name: os.stat(path / name)  # noqa: E731
+        stat = lambda name: storage_for(path).stat(path / name)  # noqa: E731
     names = sorted(names)
     logs: dict[int, str] = {}
     indexes: dict[int, dict[str, str]] = {}
@@ -423,7 +287,7 @@ def _lone_segment(path: Path) -> PartitionDir:
                           Location(file=str(path)))
     folder = path.parent
     siblings = {n for n in (N.segment_file_name(parsed.offset, k) for k in N.INDEX_KINDS)
-                if (folder / n).is_file()} | {path.name}
+                if storage_for(folder).is_file(folder / n)} | {path.name}
     try:
         pd = N.parse_partition_dir_name(folder.name)
         topic, partition, kind, uuid = pd.topic, pd.partition, pd.kind, pd.uuid
@@ -462,8 +326,7 @@ def _duplicates(found: LogDirs) -> tuple[DuplicateReplica, ...]:
 def _read_meta_properties(path: Path) -> dict[str, str]:
     # a summary of the raw keys; checkpoints.parse_meta_properties validates them for writers
     try:
-        with open(path, "rb") as f:
-            data = f.read(META_PROPERTIES_MAX_BYTES + 1)
+        data = storage_for(path).read_bytes(path, limit=META_PROPERTIES_MAX_BYTES + 1)
     except OSError as exc:
         raise LogDirError(f"cannot read meta.properties: {exc.strerror}",
                           Location(file=str(path))) from exc

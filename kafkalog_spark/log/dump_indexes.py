@@ -22,7 +22,7 @@ from ..errors import KafkaLogError
 from . import dump_output
 from .dump_output import DumpRun, compact_json
 from .dump_segments import decode_range
-from .mapped import mapped_file
+from .storage import mapped_file
 from .naming import offset_from_file_name
 
 

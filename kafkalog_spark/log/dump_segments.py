@@ -25,7 +25,7 @@ from ..errors import CorruptRecordError, KafkaLogError, Location
 from . import dump_output
 from .dump_decoders import control_info, parse
 from .dump_output import JAVA_INT_MAX, DumpRun, compact_json, java_bool
-from .mapped import mapped_file
+from .storage import mapped_file
 from .naming import BOOTSTRAP_CHECKPOINT, offset_from_file_name, parse_kraft_snapshot_name
 
 RECORD_INDENT = "|"

@@ -31,7 +31,7 @@ import numpy as np
 from ..codec.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index
 from ..codec.scan import EntryTable, scan_entries
 from .discovery import PartitionDir, Segment
-from .mapped import mapped_file
+from .storage import mapped_file
 
 
 @dataclass(frozen=True)

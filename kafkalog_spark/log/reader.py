@@ -21,7 +21,7 @@ from ..codec.decode import BadRange, DecodeOptions, decode_entries
 from ..codec.schema import record_schema
 from ..errors import InvalidOptionError
 from .discovery import PartitionDir, Segment, discover
-from .mapped import mapped_file
+from .storage import mapped_file
 
 PathLike = str | os.PathLike[str]
 OffsetBound = int | Mapping[tuple[str, int], int] | None

@@ -37,8 +37,8 @@ from ..codec.index import build_indexes
 from ..codec.scan import scan_entries
 from ..errors import InvalidOptionError, KafkaLogError, Location
 from . import naming as N
-from .atomic import disk_errors, fsync_dir
-from .mapped import mapped_file
+from .atomic import disk_errors
+from .storage import mapped_file, storage_for
 
 Dispose = Callable[[Path, str], None]
 Step = Callable[[str], None]
@@ -60,8 +60,14 @@ class SwapAction:
 
 def remove_file(path: Path, reason: str) -> None:
     """The default disposal: delete ``path`` and make the deletion durable."""
-    os.remove(path)
-    fsync_dir(path.parent)
+    fs = storage_for(path)
+    fs.remove(path)
+    fs.fsync_dir(path.parent)
+
+
+def _listing(pdir: str | os.PathLike[str]) -> list[os.DirEntry[str]]:
+    with storage_for(pdir).scandir(pdir) as it:
+        return list(it)
 
 
 def _offset(name: str) -> int | None:
@@ -97,7 +103,7 @@ def plan_swap_recovery(pdir: str | os.PathLike[str]) -> list[SwapAction]:
         In the order they must run; empty when there is nothing to finish or roll back.
     """
     pdir = Path(pdir)
-    files = sorted(p for p in pdir.iterdir() if p.is_file())
+    files = sorted(pdir / e.name for e in _listing(pdir) if e.is_file())
     actions: list[SwapAction] = []
     gone: set[Path] = set()
 
@@ -158,11 +164,12 @@ def apply_swap_actions(actions: Sequence[SwapAction], *, dispose: Dispose = remo
             dispose(a.path, a.reason)
         else:
             assert a.target is not None
-            os.replace(a.path, a.target)
-            fsync_dir(a.path.parent)
+            fs = storage_for(a.path)
+            fs.rename(a.path, a.target)
+            fs.fsync_dir(a.path.parent)
         dirs.add(a.path.parent)
     for d in dirs:
-        fsync_dir(d)
+        storage_for(d).fsync_dir(d)
 
 
 def complete_interrupted_swaps(pdir: str | os.PathLike[str], *, dispose: Dispose = remove_file,
@@ -177,7 +184,7 @@ def view_after(pdir: str | os.PathLike[str], actions: Sequence[SwapAction]) -> d
     """The regular files of ``pdir`` as they will be named once ``actions`` have run: live name
     → the file that will carry it now (a ``.swap`` file for a pending rename). Lets a dry run
     plan the next steps on the outcome of the passes without performing them."""
-    view = {p.name: p for p in Path(pdir).iterdir() if p.is_file()}
+    view = {e.name: Path(pdir) / e.name for e in _listing(pdir) if e.is_file()}
     for a in actions:
         view.pop(a.path.name, None)
         if a.kind == RENAME and a.target is not None:
@@ -243,6 +250,7 @@ def replace_segments(pdir: str | os.PathLike[str], new: Sequence[NewSegment],
         Overlapping new segments, an old segment outside the new range, or no such old segment.
     """
     pdir = Path(pdir)
+    fs = storage_for(pdir)
     news = sorted(new, key=lambda s: s.base_offset)
     if not news:
         raise InvalidOptionError("replace_segments needs at least one new segment")
@@ -260,7 +268,7 @@ def replace_segments(pdir: str | os.PathLike[str], new: Sequence[NewSegment],
         if not lo <= base < hi:
             raise InvalidOptionError(f"old segment {base} is outside the new segments' range "
                                      f"[{lo}, {hi}); a crash could not be recovered consistently")
-        if not (pdir / N.segment_file_name(base, N.LOG)).exists():
+        if not fs.exists(pdir / N.segment_file_name(base, N.LOG)):
             raise KafkaLogError("no such segment to replace",
                                 Location(str(pdir / N.segment_file_name(base, N.LOG)), None, base))
 
@@ -279,20 +287,17 @@ def replace_segments(pdir: str | os.PathLike[str], new: Sequence[NewSegment],
                 final = pdir / N.segment_file_name(seg.base_offset, kind)
                 cleaned = final.with_name(f"{final.name}.{N.CLEANED}")
                 if kind == N.LOG and seg.log_written:
-                    if not cleaned.is_file():
+                    if not fs.is_file(cleaned):
                         raise KafkaLogError("the cleaned segment a task wrote is missing",
                                             Location(str(cleaned), None, seg.base_offset))
                 else:
                     say(f"write {cleaned.name}")
-                    with open(cleaned, "wb") as f:
-                        f.write(memoryview(content))
-                        f.flush()
-                        os.fsync(f.fileno())
+                    fs.write_whole(cleaned, memoryview(content))
                 if seg.mtime is not None:
-                    os.utime(cleaned, (seg.mtime, seg.mtime))
+                    fs.set_mtime(cleaned, seg.mtime)
                 pairs.append((cleaned, final))
             staged.append(pairs)
-        fsync_dir(pdir)
+        fs.fsync_dir(pdir)
         # 2: .cleaned -> .swap, newest segment first
         swapped: list[list[tuple[Path, Path]]] = []
         for pairs in reversed(staged):
@@ -300,27 +305,27 @@ def replace_segments(pdir: str | os.PathLike[str], new: Sequence[NewSegment],
             for cleaned, final in pairs:
                 swap = final.with_name(f"{final.name}.{N.SWAP}")
                 say(f"rename {cleaned.name} -> {swap.name}")
-                os.replace(cleaned, swap)
+                fs.rename(cleaned, swap)
                 out.append((swap, final))
             swapped.append(out)
-        fsync_dir(pdir)
+        fs.fsync_dir(pdir)
         # 3: old segment files -> .deleted
         deleted: list[Path] = []
         for base in old:
             for kind in (N.LOG, *N.INDEX_KINDS):
                 p = pdir / N.segment_file_name(base, kind)
-                if p.exists():
+                if fs.exists(p):
                     target = p.with_name(f"{p.name}.{N.DELETED}")
                     say(f"rename {p.name} -> {target.name}")
-                    os.replace(p, target)
+                    fs.rename(p, target)
                     deleted.append(target)
-        fsync_dir(pdir)
+        fs.fsync_dir(pdir)
         # 4: .swap -> live (the .log of each segment first)
         for pairs in reversed(swapped):
             for swap, final in pairs:
                 say(f"rename {swap.name} -> {final.name}")
-                os.replace(swap, final)
-        fsync_dir(pdir)
+                fs.rename(swap, final)
+        fs.fsync_dir(pdir)
         # 5: the replaced files
         for p in deleted:
             say(f"dispose {p.name}")

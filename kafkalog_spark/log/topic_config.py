@@ -26,6 +26,7 @@ from typing import Any
 from ..codec.checkpoints import parse_java_properties
 from ..errors import InvalidOptionError, KafkaLogError, Location
 from . import naming as N
+from .storage import storage_for
 
 LONG_MAX = 2**63 - 1
 TOPIC_RESOURCE_TYPE = 2  # org.apache.kafka.common.config.ConfigResource.Type.TOPIC
@@ -131,7 +132,7 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str | None, dict[str,
     """
     p = Path(path)
     try:
-        text = p.read_text("utf-8")
+        text = storage_for(p).read_text(p, "utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidOptionError(f"cannot read topic config file {p}: {exc}") from exc
     if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
@@ -172,17 +173,18 @@ def metadata_topic_configs(log_dirs: str | os.PathLike[str] | list) -> dict[str,
     Returns an empty dict when no log dir holds KRaft metadata.
     """
     from ..codec.decode import decode_to_table
-    from .mapped import mapped_file
+    from .storage import mapped_file
     from .reader import iter_log
 
     dirs = [log_dirs] if isinstance(log_dirs, (str, os.PathLike)) else list(log_dirs)
     out: dict[str, dict[str, str]] = {}
     for d in dirs:
         mdir = Path(d) / f"{N.METADATA_TOPIC}-0"
-        if not mdir.is_dir():
+        fs = storage_for(mdir)
+        if not fs.is_dir(mdir):
             continue
         snaps = []
-        for p in mdir.glob(f"*.{N.CHECKPOINT}"):
+        for p in fs.glob(mdir, f"*.{N.CHECKPOINT}"):
             try:
                 snaps.append((N.parse_kraft_snapshot_name(p.name).end_offset, p))
             except KafkaLogError:
@@ -194,7 +196,7 @@ def metadata_topic_configs(log_dirs: str | os.PathLike[str] | list) -> dict[str,
                 table = decode_to_table(buf, topic=N.METADATA_TOPIC, partition=0, file=str(snap))
             _replay_config_records(table.column("value").to_pylist(),
                                    table.column("offset").to_pylist(), str(snap), out)
-        if any(mdir.glob(f"*.{N.LOG}")):
+        if fs.glob(mdir, f"*.{N.LOG}"):
             for batch in iter_log(mdir, start_offset=start):
                 _replay_config_records(batch.column("value").to_pylist(),
                                        batch.column("offset").to_pylist(), str(mdir), out)

@@ -35,7 +35,7 @@ from ..codec.snapshot import ProducerStateTracker, read_snapshot
 from ..errors import CorruptIndexError, KafkaLogError
 from . import naming as N
 from .discovery import PartitionDir, Segment
-from .mapped import mapped_file
+from .storage import mapped_file
 
 
 @dataclass(frozen=True)

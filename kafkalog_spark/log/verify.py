@@ -25,6 +25,7 @@ from ..codec import checkpoints as C
 from ..errors import KafkaLogError
 from . import naming as N
 from .atomic import read_checkpoint_file
+from .storage import storage_for
 from .discovery import LogDir, discover
 from .verify_partitions import (_partition_file_problems, check_leader_epochs,
                                 check_segment_sequence, partition_bounds, verify_producer_state)
@@ -157,7 +158,7 @@ def verify_log_dir_files(log_dir: LogDir, ends: dict[tuple[str, int], tuple[int,
     values: dict[str, dict[tuple[str, int], int]] = {}
     for name in N.CHECKPOINT_FILES:
         path = log_dir.path / name
-        if path.exists():
+        if storage_for(path).exists(path):
             try:
                 values[name] = read_checkpoint_file(path, C.parse_offset_checkpoint)
             except KafkaLogError as exc:
@@ -166,7 +167,7 @@ def verify_log_dir_files(log_dir: LogDir, ends: dict[tuple[str, int], tuple[int,
         problems.append(Problem(WARNING, "files", "leftover temporary file of an "
                                 "interrupted checkpoint write", str(path)))
     for path in log_dir.unknown:
-        if path.is_dir():
+        if storage_for(path).is_dir(path):
             problems.append(Problem(ERROR, "files", "directory whose name is not "
                                     "<topic>-<partition>: a broker would take this log dir "
                                     "offline", str(path)))

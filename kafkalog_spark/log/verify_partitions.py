@@ -28,7 +28,7 @@ from ..errors import KafkaLogError
 from . import naming as N
 from .atomic import read_checkpoint_file
 from .discovery import PartitionDir, Segment
-from .mapped import mapped_file
+from .storage import mapped_file, storage_for
 from .verify_segments import ERROR, WARNING, Problem, SegmentCheck, _from_error
 
 
@@ -62,7 +62,7 @@ def check_leader_epochs(part: PartitionDir, log_end: int) -> list[Problem]:
     """``leader-epoch-checkpoint`` parses, and no epoch starts beyond the log end offset (a
     broker truncates such entries at load; they mean the file is stale or the log was cut)."""
     path = part.path / N.LEADER_EPOCH_CHECKPOINT
-    if not path.exists():
+    if not storage_for(path).exists(path):
         return []
     try:
         entries = read_checkpoint_file(path, C.parse_leader_epoch_checkpoint)

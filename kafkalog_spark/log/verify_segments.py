@@ -32,7 +32,7 @@ from ..codec.index import OffsetIndex, TimeIndex, read_offset_index, read_time_i
 from ..codec.scan import STOP_END, EntryTable, scan_entries
 from ..errors import KafkaLogError
 from .discovery import Segment
-from .mapped import mapped_file
+from .storage import mapped_file, storage_for
 
 ERROR, WARNING = "error", "warning"
 
@@ -102,8 +102,7 @@ def verify_segment(seg: Segment, *, deep: bool = False, check_indexes: bool = Tr
     """
     file = str(seg.log)
     try:
-        with open(seg.log, "rb"):
-            pass
+        storage_for(seg.log).open_read(seg.log).close()
     except OSError as exc:  # unreadable (permissions, I/O error): a problem, not a crash
         return SegmentCheck([Problem(ERROR, "file", f"cannot read: {exc.strerror or exc}", file,
                                      None, seg.base_offset)], seg.log_size, 0, None, None, None,
