@@ -328,6 +328,26 @@ class LocalStorage:
         """Create one folder; fails with ``FileExistsError`` if it exists."""
         os.mkdir(path, mode)
 
+    # --- temporary folders (process-local work, never log data) ----------------------------
+
+    def temp_root(self) -> str:
+        """The system's folder for temporary files (``tempfile.gettempdir()``)."""
+        import tempfile
+
+        return tempfile.gettempdir()
+
+    def make_temp_dir(self, prefix: str) -> str:
+        """Create a new private temporary folder (``tempfile.mkdtemp``); the caller removes it."""
+        import tempfile
+
+        return tempfile.mkdtemp(prefix=prefix)
+
+    def temp_dir(self, prefix: str) -> AbstractContextManager[str]:
+        """A temporary folder removed with everything in it at the end of a ``with`` block."""
+        import tempfile
+
+        return tempfile.TemporaryDirectory(prefix=prefix)
+
     # --- for libraries that open paths themselves -----------------------------------------
 
     @property
