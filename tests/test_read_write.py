@@ -194,7 +194,7 @@ def staging_leftovers(log_dir: Path) -> list[Path]:
 
 
 def test_staging_is_a_sibling_and_is_removed(tmp_path: Path) -> None:
-    from kafkalog_spark.log.writer import create_staging_dir
+    from kafkalog_spark.log.staging import create_staging_dir
 
     log_dir = tmp_path / "logs"
     kl.write_log(records(50), log_dir)
@@ -230,8 +230,9 @@ def test_stagers_shift_whole_segments_in_order(tmp_path: Path) -> None:
     """Three writers stage provisional offsets from 0; publishing shifts their segments after
     the log end offset, in ``order``, without re-encoding (CRCs still valid)."""
     from kafkalog_spark.log.lock import hold_lock
-    from kafkalog_spark.log.writer import (PartitionStager, WriteSettings, create_staging_dir,
-                                           publish, remove_staging_dir)
+    from kafkalog_spark.log.publish import publish
+    from kafkalog_spark.log.staging import (PartitionStager, WriteSettings, create_staging_dir,
+                                            remove_staging_dir)
 
     log_dir = tmp_path / "logs"
     kl.write_log(records(100), log_dir, codec="snappy")
@@ -257,7 +258,8 @@ def test_stagers_shift_whole_segments_in_order(tmp_path: Path) -> None:
 
 
 def test_kept_offsets_must_not_overlap_between_outputs(tmp_path: Path) -> None:
-    from kafkalog_spark.log.writer import PartitionStager, WriteSettings, create_staging_dir, publish
+    from kafkalog_spark.log.publish import publish
+    from kafkalog_spark.log.staging import PartitionStager, WriteSettings, create_staging_dir
 
     log_dir = tmp_path / "logs"
     log_dir.mkdir()

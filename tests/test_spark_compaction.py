@@ -13,7 +13,7 @@ from kafkalog_spark.codec import checkpoints as C
 from kafkalog_spark.compaction.compact import compact
 from kafkalog_spark.log import naming as N
 from kafkalog_spark.log.atomic import write_checkpoint_file
-from kafkalog_spark.log.writer import STAGING_INFIX
+from kafkalog_spark.log.staging import STAGING_INFIX
 
 from test_compaction import (D, Crash, T, batches, build_partition, crash_at, rec, rows,
                              txn_log, worked_example)

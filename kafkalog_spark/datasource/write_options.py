@@ -17,7 +17,8 @@ from ..codec import checkpoints as C
 from ..codec import layout as L
 from ..codec.encode import DEFAULT_MAX_BATCH_BYTES
 from ..errors import InvalidOptionError
-from ..log.writer import WriteSettings, check_topic
+from ..log.naming import check_topic
+from ..log.staging import WriteSettings
 from .options import OptionSpec, match_options, with_defaults
 
 CODECS = tuple(L.CODEC_NAMES[i] for i in sorted(L.CODEC_NAMES))

@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..errors import LogDirError, Location
+from ..errors import InvalidOptionError, LogDirError, Location
 
 OFFSET_DIGITS = 20  # LogFileUtils.filenamePrefixFromOffset: min 20 integer digits
 EPOCH_DIGITS = 10  # raft Snapshots: <end offset>-<epoch>.checkpoint
@@ -84,6 +84,7 @@ _SPECIAL_DIR_PATTERN = {k: re.compile(rf"^(\S+)-(\S+)\.(\S+)-{k}$") for k in SPE
 _KRAFT_SNAPSHOT = re.compile(r"^(\d+)-(\d+)\.checkpoint(?:\.(part|deleted))?$")
 _DIGITS = re.compile(r"^\d+$")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")  # Topic.validate's character set (ASCII only)
+MAX_TOPIC_LENGTH = 249  # Topic.MAX_NAME_LENGTH
 
 
 def _error(message: str, name: str) -> LogDirError:
@@ -323,3 +324,12 @@ def is_transient(name: str) -> bool:
 def is_tmp(name: str) -> bool:
     """A temp file of the atomic write protocol (§11.1), left behind by a crash."""
     return name.endswith(TMP_SUFFIX)
+
+
+def check_topic(topic: str) -> None:
+    """Raise :class:`InvalidOptionError` unless ``topic`` is a legal Kafka topic name."""
+    if (not topic or len(topic) > MAX_TOPIC_LENGTH or topic in (".", "..")
+            or not _LEGAL_TOPIC.match(topic)):
+        raise InvalidOptionError(
+            f"illegal topic name {topic!r}: 1-{MAX_TOPIC_LENGTH} characters of [a-zA-Z0-9._-], "
+            "not '.' or '..'")

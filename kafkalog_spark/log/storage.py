@@ -26,7 +26,7 @@ import os
 import shutil
 import struct
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import BinaryIO
@@ -187,19 +187,19 @@ class LocalStorage:
                 return None
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
-    @contextmanager
-    def mapped_for_update(self, path: PathLike) -> Iterator[np.ndarray]:
-        """Yield the file as a writable ``uint8`` array; on a clean exit the changes are
-        flushed and fsynced. An empty file yields an empty array."""
+    def update_mapped(self, path: PathLike, update: Callable[[np.ndarray], None]) -> None:
+        """Call ``update(buf)`` with the file mapped as a writable ``uint8`` array, then flush
+        and fsync the changes (nothing for an empty file). ``update`` must not keep the array,
+        and must drop its reference before raising (``del buf``): a map with live views
+        cannot be closed."""
         with open(path, "r+b") as f:
             size = os.fstat(f.fileno()).st_size
             if not size:
-                yield np.zeros(0, np.uint8)
                 return
             with mmap.mmap(f.fileno(), size) as mm:
                 buf = np.frombuffer(mm, dtype=np.uint8)
                 try:
-                    yield buf
+                    update(buf)
                 finally:
                     del buf
                 mm.flush()

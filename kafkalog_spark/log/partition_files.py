@@ -1,0 +1,114 @@
+"""A published partition's own files and the log dir's checkpoints (log layer): what a write
+leaves besides segments — ``leader-epoch-checkpoint``, ``partition.metadata``, a producer
+snapshot at the new log end offset, and the recovery-point / replication / log-start files."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..codec import checkpoints as C
+from ..codec.snapshot import ProducerStateTracker, read_snapshot
+from ..errors import LogDirError
+from . import naming as N
+from .atomic import atomic_write_bytes, read_checkpoint_file, write_checkpoint_file
+from .model import PartitionDir
+from .storage import mapped_file, storage_for
+
+if TYPE_CHECKING:
+    from .publish import PartitionWrite
+
+Step = Callable[[str], None]
+
+
+def say(step: Step | None, label: str) -> None:
+    """Tell ``step`` (progress, crash tests) what is about to change."""
+    if step is not None:
+        step(label)
+
+
+def write_partition_files(pdir: Path, existing: PartitionDir | None, result: PartitionWrite,
+                           leader_epoch: int, topic_id: str | None, log_dir: Path,
+                           step: Step | None = None) -> None:
+    """``leader-epoch-checkpoint``, ``partition.metadata`` and a producer snapshot at the new
+    log end offset (what a broker leaves at a clean shutdown)."""
+    epoch_file = pdir / N.LEADER_EPOCH_CHECKPOINT
+    epochs = read_checkpoint_file(epoch_file, C.parse_leader_epoch_checkpoint)
+    if leader_epoch >= 0 and result.records:
+        epochs = C.assign_leader_epoch(epochs, leader_epoch, result.first_offset)
+    say(step, f"write {pdir.name}/{N.LEADER_EPOCH_CHECKPOINT}")
+    write_checkpoint_file(epoch_file, C.format_leader_epoch_checkpoint(epochs))
+
+    meta = pdir / N.PARTITION_METADATA
+    if not storage_for(meta).exists(meta):  # an existing partition keeps its topic id
+        tid = topic_id or _topic_id_in(log_dir, result.topic) or _random_topic_id()
+        say(step, f"write {pdir.name}/{N.PARTITION_METADATA}")
+        write_checkpoint_file(meta, C.format_partition_metadata(tid))
+
+    if result.segments:
+        say(step, f"write {pdir.name} producer snapshot")
+        _write_snapshot(pdir, existing, result)
+
+
+def _write_snapshot(pdir: Path, existing: PartitionDir | None, result: PartitionWrite) -> None:
+    tracker = ProducerStateTracker()
+    snapshots = sorted(existing.snapshots) if existing is not None else []
+    if snapshots:
+        latest = snapshots[-1]
+        if N.offset_from_file_name(latest.name) == result.first_offset:
+            raw = storage_for(latest).read_bytes(latest)
+            tracker.load_snapshot(read_snapshot(raw, file=str(latest)))
+    for base in result.segments:
+        with mapped_file(pdir / N.segment_file_name(base, "log")) as buf:
+            tracker.apply(buf, file=str(pdir / N.segment_file_name(base, "log")))
+    path = pdir / N.segment_file_name(result.next_offset, "snapshot")
+    atomic_write_bytes(path, tracker.snapshot().to_bytes())
+
+
+def _topic_id_in(log_dir: Path, topic: str) -> str | None:
+    for entry in storage_for(log_dir).glob(log_dir, f"{topic}-*/{N.PARTITION_METADATA}"):
+        try:
+            parsed = N.parse_partition_dir_name(entry.parent.name)
+        except LogDirError:
+            continue
+        if parsed.topic == topic and parsed.kind is None:
+            meta = read_checkpoint_file(entry, C.parse_partition_metadata)
+            return C.uuid_to_string(meta.topic_id)
+    return None
+
+
+def _random_topic_id() -> str:
+    raw = uuid.uuid4().bytes
+    return C.uuid_to_string(raw)
+
+
+def update_log_dir_checkpoints(log_dir: Path, written: list[PartitionWrite],
+                                step: Step | None = None) -> None:
+    """Recovery point and high watermark move to the new log end offset (everything written is
+    flushed and, offline, fully replicated); ``log-start-offset-checkpoint`` is created empty
+    if missing (Kafka lists only partitions whose log start is above their first segment).
+    A replaced partition loses its log-start and cleaner entries: its new log starts at its
+    first segment and has never been cleaned."""
+    for name in (N.RECOVERY_POINT_CHECKPOINT, N.REPLICATION_OFFSET_CHECKPOINT):
+        path = log_dir / name
+        offsets = read_checkpoint_file(path, C.parse_offset_checkpoint)
+        for w in written:
+            offsets[(w.topic, w.partition)] = w.next_offset
+        say(step, f"write {name}")
+        write_checkpoint_file(path, C.format_offset_checkpoint(offsets))
+    replaced = {(w.topic, w.partition) for w in written if w.replaced}
+    for name in (N.LOG_START_OFFSET_CHECKPOINT, N.CLEANER_OFFSET_CHECKPOINT):
+        path = log_dir / name
+        if not storage_for(path).exists(path):
+            if name == N.LOG_START_OFFSET_CHECKPOINT:
+                say(step, f"write {name}")
+                write_checkpoint_file(path, C.format_offset_checkpoint({}))
+            continue
+        offsets = read_checkpoint_file(path, C.parse_offset_checkpoint)
+        if replaced & offsets.keys():
+            kept = {tp: o for tp, o in offsets.items() if tp not in replaced}
+            say(step, f"write {name}")
+            write_checkpoint_file(path, C.format_offset_checkpoint(kept))
+
