@@ -15,9 +15,8 @@ import argparse
 import json
 import sys
 
-from kafkalog_spark.cli.compact import render
-from kafkalog_spark.cli.options import parse_config_options
 from kafkalog_spark.compaction.compact import compact
+from kafkalog_spark.report import parse_config_options, render_compaction
 from kafkalog_spark.spark import session
 
 
@@ -37,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
                      options=parse_config_options(tuple(args.config)),
                      config_file=args.config_file, topics=args.topic,
                      engine="spark", spark=spark)
-    print(json.dumps(result.to_dict(), indent=2) if args.json else render(result))
+    print(json.dumps(result.to_dict(), indent=2) if args.json else render_compaction(result))
     return 0
 
 

@@ -15,10 +15,9 @@ import argparse
 import json
 import sys
 
-from kafkalog_spark.cli.recover import render as render_recovery
-from kafkalog_spark.cli.verify import render as render_verify
 from kafkalog_spark.recovery.recover import recover
 from kafkalog_spark.recovery.verify_job import verify_spark
+from kafkalog_spark.report import render_recovery, render_verify
 from kafkalog_spark.spark import session
 
 

@@ -15,8 +15,7 @@ import argparse
 import json
 import sys
 
-from kafkalog_spark.cli.options import parse_config_options
-from kafkalog_spark.cli.retain import render
+from kafkalog_spark.report import parse_config_options, render_retention
 from kafkalog_spark.retention.retain import retain
 
 
@@ -33,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     result = retain(args.log_dirs, execute=args.execute, now_ms=args.now,
                     options=parse_config_options(tuple(args.config)),
                     config_file=args.config_file, delete_delay_ms=args.delete_delay_ms)
-    print(json.dumps(result.to_dict(), indent=2) if args.json else render(result))
+    print(json.dumps(result.to_dict(), indent=2) if args.json else render_retention(result))
     return 0
 
 

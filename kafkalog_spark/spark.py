@@ -18,6 +18,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .errors import SparkSetupError
+from .log.storage import LOCAL
 
 if TYPE_CHECKING:  # pyspark is imported only when a session is asked for
     from pyspark.sql import SparkSession
@@ -48,7 +49,7 @@ def java_version() -> tuple[str, int]:
     home = os.environ.get("JAVA_HOME")
     java = os.path.join(home, "bin", "java") if home else shutil.which("java")
     where = f"JAVA_HOME={home}" if home else "PATH"
-    if not java or not os.access(java, os.X_OK):
+    if not java or not LOCAL.executable(java):
         raise SparkSetupError(
             f"Spark needs Java {MIN_JAVA} or newer, and none was found ({where}). Install one "
             f"(e.g. `apt install openjdk-17-jre-headless`) and put it on PATH or set JAVA_HOME. "

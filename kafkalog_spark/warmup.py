@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -72,6 +71,7 @@ def warm_up(verbose: bool = False) -> float:
         Wall time of the whole warm-up.
     """
     from .log.reader import read_log
+    from .log.storage import LOCAL
     from .log.writer import write_log
 
     start = time.perf_counter()
@@ -83,7 +83,7 @@ def warm_up(verbose: bool = False) -> float:
             print(f"  {label}: {time.perf_counter() - t:.2f} s", file=sys.stderr)
         return result
 
-    with tempfile.TemporaryDirectory(prefix="kafkalog-warmup-") as tmp:
+    with LOCAL.temp_dir("kafkalog-warmup-") as tmp:
         log_dir = Path(tmp) / "kafka-logs"
         for codec in CODECS:
             step(f"write_log {codec}", write_log, _table(300, f"warm-{codec}"), log_dir,
@@ -91,8 +91,8 @@ def warm_up(verbose: bool = False) -> float:
         # an empty segment: mapped_file hands it over as a writable empty array, a second
         # signature of every scan kernel (brokers leave many empty partitions)
         empty = log_dir / "warm-empty-0"
-        empty.mkdir()
-        (empty / "00000000000000000000.log").touch()
+        LOCAL.make_dir(empty)
+        LOCAL.write_whole(empty / "00000000000000000000.log", b"")
         step("read_log", read_log, log_dir, include_headers=True, include_metadata=True)
         segment = str(log_dir / "warm-none-0" / "00000000000000000000.log")
         index = str(log_dir / "warm-none-0" / "00000000000000000000.index")

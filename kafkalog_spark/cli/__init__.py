@@ -12,12 +12,12 @@ import importlib.util
 import io
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 import click
 
 from ..errors import KafkaLogError
+from ..log.storage import LOCAL
 
 # command name -> module under kafkalog_spark.cli that defines a click command named `command`
 # (a command whose module does not exist yet is simply not listed)
@@ -75,26 +75,26 @@ def _numba_cache_fallback() -> None:
     fails every cached kernel with "cannot cache function ... no locator available"."""
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
-    package = Path(__file__).resolve().parents[1] / "codec"
+    package = LOCAL.resolve(__file__).parents[1] / "codec"
     pycache = package / "__pycache__"
-    if os.access(pycache if pycache.is_dir() else package, os.W_OK):
+    if LOCAL.writable(pycache if LOCAL.is_dir(pycache) else package):
         return
     home = Path(os.path.expanduser("~"))
-    if home.is_dir() and os.access(home, os.W_OK):
+    if LOCAL.is_dir(home) and LOCAL.writable(home):
         return  # numba's user-wide cache (~/.cache) works
     # numba's cache files are pickles: only a folder this user alone owns and can write is
     # safe in a shared /tmp (another user could plant one under a guessable name)
-    path = os.path.join(tempfile.gettempdir(), f"kafkalog-numba-cache-{os.getuid()}")
+    path = os.path.join(LOCAL.temp_root(), f"kafkalog-numba-cache-{os.getuid()}")
     try:
-        os.mkdir(path, 0o700)
+        LOCAL.make_dir(path, mode=0o700)
     except FileExistsError:
         pass
     except OSError:
         return
-    st = os.lstat(path)
-    if not (os.path.isdir(path) and not os.path.islink(path) and st.st_uid == os.getuid()
+    st = LOCAL.lstat(path)
+    if not (LOCAL.is_dir(path) and not LOCAL.is_symlink(path) and st.st_uid == os.getuid()
             and not st.st_mode & 0o022):
-        path = tempfile.mkdtemp(prefix="kafkalog-numba-cache-")
+        path = LOCAL.make_temp_dir("kafkalog-numba-cache-")
     os.environ["NUMBA_CACHE_DIR"] = path
 
 

@@ -1,3 +1,5 @@
+"""``python -m kafkalog_spark.cli`` (entry-point layer): run the ``kafkalog`` command."""
+
 import sys
 
 from . import main

@@ -11,28 +11,10 @@ import sys
 
 import click
 
-from ..compaction.compact import ENGINES, CompactionResult, compact
-from .options import maintenance_options, parse_config_options
+from ..compaction.compact import ENGINES, compact
+from ..report import parse_config_options, render_compaction
+from .options import maintenance_options
 from .progress import Progress, progress_option, segment_files
-
-
-def render(result: CompactionResult) -> str:
-    """The plan (or what was done) as text, one block per partition."""
-    verb = "cleaned" if result.executed else "would clean"
-    lines = []
-    for p in result.plans:
-        d = p.to_dict()
-        lines.append(f"{d['partition']}: {verb} offsets [{d['first_dirty_offset']}, "
-                     f"{d['first_uncleanable_offset']}) dirty, {d['reason']}")
-        lines.append(f"  segment groups (base offsets): {d['groups']}")
-    m = result.metrics
-    counts = "" if not result.executed else (
-        f", records {m['records_read']} -> {m['records_kept']}, bytes {m['bytes_read']} -> "
-        f"{m['bytes_written']}")
-    lines.append(f"{verb} {m['partitions_cleaned']} partitions ({m['partitions_skipped']} had "
-                 f"nothing due, now={m['now_ms']}){counts}"
-                 + ("" if result.executed or not result.plans else "; run again with --execute"))
-    return "\n".join(lines)
 
 
 @click.command("compact")
@@ -57,6 +39,6 @@ def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
         result = compact(list(log_dirs), execute=execute, now_ms=now_ms,
                          options=parse_config_options(configs), config_file=config_file,
                          topics=list(topics) or None, force=force, engine=engine)
-    click.echo(json.dumps(result.to_dict(), indent=2) if as_json else render(result))
+    click.echo(json.dumps(result.to_dict(), indent=2) if as_json else render_compaction(result))
     if result.plans and not execute:
         sys.exit(1)

@@ -22,7 +22,8 @@ from ..errors import KafkaLogError
 from ..log.discovery import (LogDir, LogDirs, PartitionDir, Segment, describe_segment,
                              discover)
 from ..log.topic_config import SOURCE_DEFAULT, effective_config, metadata_topic_configs
-from .options import config_options, parse_config_options
+from ..report import parse_config_options
+from .options import config_options
 
 
 def segment_report(seg: Segment, shallow: bool) -> dict[str, Any]:

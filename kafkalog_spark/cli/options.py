@@ -2,7 +2,8 @@
 topic-config options ``kafkalog info`` shares with them, and the check of named files.
 
 One definition of the options every command takes, so their names, help texts and parsing
-cannot drift apart.
+cannot drift apart (``--config`` is parsed by :func:`kafkalog_spark.report.parse_config_options`,
+which the spark-submit jobs share).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 
 import click
 
-from ..errors import InvalidOptionError
+from ..log.storage import storage_for
 
 
 def _apply(decorators: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
@@ -36,7 +37,7 @@ def _config_decorators(config_example: str) -> list[Callable[[Any], Any]]:
 
 def config_options(config_example: str) -> Callable[[Any], Any]:
     """``--config NAME=VALUE`` (repeatable) and ``--config-file``: topic config overrides
-    (parse ``--config`` with :func:`parse_config_options`)."""
+    (parse ``--config`` with :func:`kafkalog_spark.report.parse_config_options`)."""
     return _apply(_config_decorators(config_example))
 
 
@@ -52,17 +53,6 @@ def maintenance_options(config_example: str) -> Callable[[Any], Any]:
         *_config_decorators(config_example),
         click.option("--topic", "topics", multiple=True, help="Only these topics."),
     ])
-
-
-def parse_config_options(items: tuple[str, ...]) -> dict[str, str]:
-    """``name=value`` pairs given with ``--config`` as a dict."""
-    out = {}
-    for item in items:
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip():
-            raise InvalidOptionError(f"--config takes name=value, got {item!r}")
-        out[name.strip()] = value.strip()
-    return out
 
 
 def refuse_symlinked_files(paths: tuple[str, ...] | list[str], *,
@@ -87,17 +77,18 @@ def refuse_symlinked_files(paths: tuple[str, ...] | list[str], *,
 
     for item in paths:
         path = Path(item)
+        fs = storage_for(path)
         stem, dot, kind = path.name.partition(".")
-        if path.is_dir() or not dot or not stem.isdigit():
+        if fs.is_dir(path) or not dot or not stem.isdigit():
             continue
-        if path.is_symlink() and not allow_named_link:
+        if fs.is_symlink(path) and not allow_named_link:
             raise LogDirError(f"the named .{kind} is a symlink; name the file it points to",
                               Location(file=str(path)))
-        folder = path.parent.resolve()
+        folder = fs.resolve(path.parent)
         for suffix in (".log", ".index", ".timeindex", ".txnindex"):
             sibling = path.parent / (stem + suffix)
             if sibling.name == path.name:
                 continue
-            if sibling.is_symlink() and not sibling.resolve().is_relative_to(folder):
-                raise LogDirError(f"symlink leads outside {folder} to {sibling.resolve()}; "
+            if fs.is_symlink(sibling) and not fs.resolve(sibling).is_relative_to(folder):
+                raise LogDirError(f"symlink leads outside {folder} to {fs.resolve(sibling)}; "
                                   "refusing to follow it", Location(file=str(sibling)))

@@ -36,6 +36,7 @@ from typing import IO, Any
 import click
 
 from ..errors import KafkaLogError
+from ..log.storage import LOCAL, storage_for
 
 _PROC_FD = Path("/proc/self/fd")
 
@@ -67,8 +68,9 @@ def plain_files(paths: Sequence[str | os.PathLike[str]]) -> list[tuple[Path, int
     """Named files with their sizes (missing ones skipped), e.g. ``kafkalog dump``'s inputs."""
     out = []
     for p in paths:
+        fs = storage_for(p)
         try:
-            out.append((Path(p).resolve(), os.stat(p).st_size))
+            out.append((fs.resolve(p), fs.stat(p).st_size))
         except OSError:
             continue
     return out
@@ -146,16 +148,16 @@ class Progress:
 
     def sample(self) -> None:
         """Move forward to the furthest listed file this process has open right now."""
-        if not self.files or not _PROC_FD.is_dir():
+        if not self.files or not LOCAL.is_dir(_PROC_FD):
             return
         furthest = -1
         try:
-            fds = os.listdir(_PROC_FD)
+            fds = LOCAL.listdir(_PROC_FD)
         except OSError:
             return
         for fd in fds:
             try:
-                target = os.readlink(_PROC_FD / fd)
+                target = LOCAL.readlink(_PROC_FD / fd)
             except OSError:
                 continue
             i = self._index.get(target)

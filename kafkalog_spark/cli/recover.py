@@ -12,30 +12,9 @@ import sys
 
 import click
 
-from ..recovery.recover import RecoveryReport, recover
+from ..recovery.recover import recover
+from ..report import render_recovery
 from .progress import Progress, progress_option, segment_files
-
-
-def render(report: RecoveryReport) -> str:
-    """The plan (or what was done) as text, one line per action."""
-    verb = "did" if report.executed else "would do"
-    lines = []
-    for p in report.partitions:
-        head = f"{p.name}: log end offset {p.log_end}"
-        if p.cut:
-            head += f", cut at {p.cut['file']} byte {p.cut['position']} ({p.cut['reason']})"
-        if p.actions:
-            lines.append(head)
-            lines.extend(f"  {a.describe()}" for a in p.actions)
-    lines.extend(a.describe() for a in report.log_dir_actions)
-    lines.extend(f"note: {n}" for n in report.notes)
-    for run in report.quarantine_runs:
-        lines.append(f"quarantine: {run}")
-    n = len(report.actions)
-    lines.append(f"{'nothing to do' if not n else f'{verb} {n} actions'} "
-                 f"({len(report.partitions)} partitions checked)"
-                 + ("" if report.executed or not n else "; run again with --execute"))
-    return "\n".join(lines)
 
 
 @click.command("recover")
@@ -54,6 +33,6 @@ def command(log_dirs: tuple[str, ...], execute: bool, quarantine_dir: str | None
     with Progress("recover", enabled=progress, files=lambda: segment_files(list(log_dirs))):
         report = recover(list(log_dirs), execute_plan=execute, quarantine_dir=quarantine_dir,
                          step=None)
-    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render(report))
+    click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_recovery(report))
     if report.changed and not execute:
         sys.exit(1)

@@ -11,28 +11,9 @@ import sys
 
 import click
 
-from ..retention.retain import RetentionResult, retain
-from .options import maintenance_options, parse_config_options
-
-
-def render(result: RetentionResult) -> str:
-    """The plan (or what was done) as text, one line per deleted segment."""
-    verb = "deleted" if result.executed else "would delete"
-    lines = []
-    for p in result.plans:
-        for note in p.notes:
-            lines.append(f"{p.topic}-{p.partition}: note: {note}")
-        if p.deletions:
-            lines.append(f"{p.topic}-{p.partition}: log start offset {p.log_start_offset} -> "
-                         f"{p.new_log_start_offset}")
-            lines.extend(f"  {verb} segment {d.base_offset} ({d.size} bytes): {d.reason}"
-                         for d in p.deletions)
-    m = result.metrics
-    lines.append(f"{verb} {m['segments_deleted']} segments, {m['bytes_deleted']} bytes "
-                 f"({m['partitions_checked']} partitions checked, now={m['now_ms']})"
-                 + ("" if result.executed or not m["segments_deleted"]
-                    else "; run again with --execute"))
-    return "\n".join(lines)
+from ..report import parse_config_options, render_retention
+from ..retention.retain import retain
+from .options import maintenance_options
 
 
 @click.command("retain")
@@ -54,6 +35,6 @@ def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
     result = retain(list(log_dirs), execute=execute, now_ms=now_ms,
                     options=parse_config_options(configs), config_file=config_file,
                     topics=list(topics) or None, delete_delay_ms=delete_delay_ms)
-    click.echo(json.dumps(result.to_dict(), indent=2) if as_json else render(result))
+    click.echo(json.dumps(result.to_dict(), indent=2) if as_json else render_retention(result))
     if result.metrics["segments_deleted"] and not execute:
         sys.exit(1)

@@ -18,30 +18,10 @@ import sys
 import click
 
 from ..log.discovery import discover
-from ..log.verify import VerifyReport, verify
+from ..log.verify import verify
+from ..report import render_verify
 from .options import refuse_symlinked_files
 from .progress import Progress, progress_option, segment_files
-
-
-def render(report: VerifyReport) -> str:
-    """The report as a human-readable table, one line per problem."""
-    lines = [f"checked {report.partitions} partitions, {report.segments} segments, "
-             f"{report.batches} batches, {report.bytes:,} bytes"
-             + (f", {report.records} records" if report.records is not None else "")]
-    if not report.problems:
-        lines.append("OK: no problems found")
-        return "\n".join(lines)
-    header = ("SEVERITY", "CHECK", "FILE", "POSITION", "BASE OFFSET", "PROBLEM")
-    rows = [(p.severity, p.check, p.file or "-", "-" if p.position is None else str(p.position),
-             "-" if p.base_offset is None else str(p.base_offset), p.message)
-            for p in report.problems]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
-    for row in [header, *rows]:
-        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[5])
-    errors = len(report.errors())
-    lines.append(f"{'FAILED' if errors else 'OK'}: {errors} errors, "
-                 f"{len(report.problems) - errors} warnings")
-    return "\n".join(lines)
 
 
 @click.command("verify")
@@ -87,6 +67,6 @@ def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool,
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:
-        click.echo(render(report))
+        click.echo(render_verify(report))
     if not report.ok:
         sys.exit(1)

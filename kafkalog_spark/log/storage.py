@@ -29,12 +29,13 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import BinaryIO
-
-import numpy as np
+from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import Location, LogDirError
 from .naming import TMP_SUFFIX
+
+if TYPE_CHECKING:  # numpy is imported when a file is first mapped: the CLI's start stays light
+    import numpy as np
 
 PathLike = str | os.PathLike[str]
 
@@ -95,17 +96,20 @@ class LocalStorage:
     def size(self, path: PathLike) -> int:
         return os.stat(path).st_size
 
+    # exists / is_* answer as pathlib does: False for a missing path, a non-directory parent or
+    # a symlink loop; a refused stat (EACCES, EIO) raises instead of reading as "absent"
+
     def exists(self, path: PathLike) -> bool:
-        return os.path.exists(path)
+        return Path(path).exists()
 
     def is_file(self, path: PathLike) -> bool:
-        return os.path.isfile(path)
+        return Path(path).is_file()
 
     def is_dir(self, path: PathLike) -> bool:
-        return os.path.isdir(path)
+        return Path(path).is_dir()
 
     def is_symlink(self, path: PathLike) -> bool:
-        return os.path.islink(path)
+        return Path(path).is_symlink()
 
     def resolve(self, path: PathLike) -> Path:
         """The absolute path with every symlink resolved (``Path.resolve``)."""
@@ -145,6 +149,8 @@ class LocalStorage:
         array must not outlive the ``with`` block: the map is closed on exit. OS errors become
         :class:`~kafkalog_spark.errors.LogDirError` naming the file.
         """
+        import numpy as np
+
         path = os.fspath(path)
         try:
             f = open(path, "rb")
@@ -192,6 +198,8 @@ class LocalStorage:
         and fsync the changes (nothing for an empty file). ``update`` must not keep the array,
         and must drop its reference before raising (``del buf``): a map with live views
         cannot be closed."""
+        import numpy as np
+
         with open(path, "r+b") as f:
             size = os.fstat(f.fileno()).st_size
             if not size:

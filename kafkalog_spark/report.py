@@ -1,0 +1,118 @@
+"""Report rendering and option parsing shared by the CLI and the spark-submit jobs (report layer).
+
+``kafkalog verify``/``recover``/``compact``/``retain`` and ``jobs/recover.py``,
+``jobs/compact.py``, ``jobs/retain.py`` print the same text reports and parse ``--config
+NAME=VALUE`` the same way: one definition here, so the two entry points cannot drift apart.
+Nothing here depends on click (the click option bundles stay in
+:mod:`kafkalog_spark.cli.options`); the result types are imported for annotations only, so
+importing this module loads none of the maintenance jobs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .errors import InvalidOptionError
+
+if TYPE_CHECKING:  # annotations only: a command module loads the job it runs itself
+    from .compaction.compact import CompactionResult
+    from .log.verify import VerifyReport
+    from .recovery.recover import RecoveryReport
+    from .retention.retain import RetentionResult
+
+
+# --- options ---------------------------------------------------------------------------------
+
+def parse_config_options(items: tuple[str, ...]) -> dict[str, str]:
+    """``name=value`` pairs given with ``--config`` as a dict."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise InvalidOptionError(f"--config takes name=value, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+# --- text reports ----------------------------------------------------------------------------
+
+def render_verify(report: VerifyReport) -> str:
+    """The report as a human-readable table, one line per problem."""
+    lines = [f"checked {report.partitions} partitions, {report.segments} segments, "
+             f"{report.batches} batches, {report.bytes:,} bytes"
+             + (f", {report.records} records" if report.records is not None else "")]
+    if not report.problems:
+        lines.append("OK: no problems found")
+        return "\n".join(lines)
+    header = ("SEVERITY", "CHECK", "FILE", "POSITION", "BASE OFFSET", "PROBLEM")
+    rows = [(p.severity, p.check, p.file or "-", "-" if p.position is None else str(p.position),
+             "-" if p.base_offset is None else str(p.base_offset), p.message)
+            for p in report.problems]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(5)]
+    for row in [header, *rows]:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(row, widths)) + "  " + row[5])
+    errors = len(report.errors())
+    lines.append(f"{'FAILED' if errors else 'OK'}: {errors} errors, "
+                 f"{len(report.problems) - errors} warnings")
+    return "\n".join(lines)
+
+
+def render_recovery(report: RecoveryReport) -> str:
+    """The plan (or what was done) as text, one line per action."""
+    verb = "did" if report.executed else "would do"
+    lines = []
+    for p in report.partitions:
+        head = f"{p.name}: log end offset {p.log_end}"
+        if p.cut:
+            head += f", cut at {p.cut['file']} byte {p.cut['position']} ({p.cut['reason']})"
+        if p.actions:
+            lines.append(head)
+            lines.extend(f"  {a.describe()}" for a in p.actions)
+    lines.extend(a.describe() for a in report.log_dir_actions)
+    lines.extend(f"note: {n}" for n in report.notes)
+    for run in report.quarantine_runs:
+        lines.append(f"quarantine: {run}")
+    n = len(report.actions)
+    lines.append(f"{'nothing to do' if not n else f'{verb} {n} actions'} "
+                 f"({len(report.partitions)} partitions checked)"
+                 + ("" if report.executed or not n else "; run again with --execute"))
+    return "\n".join(lines)
+
+
+def render_compaction(result: CompactionResult) -> str:
+    """The plan (or what was done) as text, one block per partition."""
+    verb = "cleaned" if result.executed else "would clean"
+    lines = []
+    for p in result.plans:
+        d = p.to_dict()
+        lines.append(f"{d['partition']}: {verb} offsets [{d['first_dirty_offset']}, "
+                     f"{d['first_uncleanable_offset']}) dirty, {d['reason']}")
+        lines.append(f"  segment groups (base offsets): {d['groups']}")
+    m = result.metrics
+    counts = "" if not result.executed else (
+        f", records {m['records_read']} -> {m['records_kept']}, bytes {m['bytes_read']} -> "
+        f"{m['bytes_written']}")
+    lines.append(f"{verb} {m['partitions_cleaned']} partitions ({m['partitions_skipped']} had "
+                 f"nothing due, now={m['now_ms']}){counts}"
+                 + ("" if result.executed or not result.plans else "; run again with --execute"))
+    return "\n".join(lines)
+
+
+def render_retention(result: RetentionResult) -> str:
+    """The plan (or what was done) as text, one line per deleted segment."""
+    verb = "deleted" if result.executed else "would delete"
+    lines = []
+    for p in result.plans:
+        for note in p.notes:
+            lines.append(f"{p.topic}-{p.partition}: note: {note}")
+        if p.deletions:
+            lines.append(f"{p.topic}-{p.partition}: log start offset {p.log_start_offset} -> "
+                         f"{p.new_log_start_offset}")
+            lines.extend(f"  {verb} segment {d.base_offset} ({d.size} bytes): {d.reason}"
+                         for d in p.deletions)
+    m = result.metrics
+    lines.append(f"{verb} {m['segments_deleted']} segments, {m['bytes_deleted']} bytes "
+                 f"({m['partitions_checked']} partitions checked, now={m['now_ms']})"
+                 + ("" if result.executed or not m["segments_deleted"]
+                    else "; run again with --execute"))
+    return "\n".join(lines)
