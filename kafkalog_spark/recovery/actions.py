@@ -17,6 +17,7 @@ from pathlib import Path
 
 from ..errors import InvalidOptionError, LogDirError, Location
 from ..log.atomic import atomic_write_bytes
+from ..log.storage import storage_for
 from .quarantine import Quarantine
 
 QUARANTINE_FILE = "quarantine-file"  # move a whole file into the quarantine
@@ -96,31 +97,29 @@ def execute(actions: Sequence[Action], quarantine: Quarantine, step: Step | None
 def _run(a: Action, quarantine: Quarantine, say: Callable[[str], None]) -> None:
     """One action (see :func:`execute`)."""
     path = Path(a.path)
+    fs = storage_for(path)
     if a.kind == QUARANTINE_FILE:
-        if path.exists():
+        if fs.exists(path):
             quarantine.move_file(path, a.reason)
     elif a.kind == CUT_TAIL:
         assert a.start is not None and a.end is not None
-        if path.stat().st_size > a.start:
+        if fs.stat(path).st_size > a.start:
             quarantine.save_range(path, a.start, a.end, a.reason)
             say(f"truncate {path} at {a.start}")
-            with open(path, "r+b") as f:
-                f.truncate(a.start)
-                f.flush()
-                os.fsync(f.fileno())
+            fs.truncate(path, a.start)
     elif a.kind == WRITE_FILE:
         assert a.content is not None
-        if path.exists():
-            if path.read_bytes() == a.content:
+        if fs.exists(path):
+            if fs.read_bytes(path) == a.content:
                 return
-            if path.stat().st_size:
+            if fs.stat(path).st_size:
                 quarantine.save_copy(path, f"content before rewrite: {a.reason}")
         say(f"write {path}")
         atomic_write_bytes(path, a.content)
     elif a.kind == RENAME:
         assert a.target is not None
         say(f"rename {path} -> {a.target}")
-        os.replace(path, a.target)
+        fs.rename(path, a.target)
     else:
         raise InvalidOptionError(f"unknown action kind {a.kind!r}; valid: {QUARANTINE_FILE}, "
                                  f"{CUT_TAIL}, {WRITE_FILE}, {RENAME}")

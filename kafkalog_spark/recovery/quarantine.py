@@ -26,13 +26,13 @@ import errno
 import hashlib
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from ..errors import InvalidOptionError
-from ..log.atomic import atomic_write_bytes, fsync_dir
+from ..log.atomic import atomic_write_bytes
+from ..log.storage import storage_for
 
 QUARANTINE_SUFFIX = ".kafkalog-quarantine"
 MANIFEST = "manifest.json"
@@ -44,14 +44,14 @@ Step = Callable[[str], None]
 
 def default_root(log_dir: str | os.PathLike[str]) -> Path:
     """``<log dir>.kafkalog-quarantine`` next to the log dir."""
-    p = Path(log_dir).resolve()
+    p = storage_for(log_dir).resolve(log_dir)
     return p.with_name(p.name + QUARANTINE_SUFFIX)
 
 
 def sha256_of(path: Path, start: int = 0, end: int | None = None) -> str:
     """SHA-256 (hex) of ``path[start:end]``, read in chunks."""
     h = hashlib.sha256()
-    with open(path, "rb") as f:
+    with storage_for(path).open_read(path) as f:
         f.seek(start)
         left = None if end is None else end - start
         while left is None or left > 0:
@@ -79,8 +79,9 @@ class Quarantine:
 
     def __init__(self, log_dir: str | os.PathLike[str], root: str | os.PathLike[str] | None = None,
                  step: Step | None = None) -> None:
-        self.log_dir = Path(log_dir).resolve()
-        self.root = Path(root).resolve() if root is not None else default_root(self.log_dir)
+        self.log_dir = storage_for(log_dir).resolve(log_dir)
+        self.root = (storage_for(root).resolve(root) if root is not None
+                     else default_root(self.log_dir))
         if self.root == self.log_dir or self.root.is_relative_to(self.log_dir):
             raise InvalidOptionError(f"the quarantine {self.root} must not be inside the log dir "
                                      f"{self.log_dir} (a broker would load it as a partition)")
@@ -99,14 +100,15 @@ class Quarantine:
         if self.resume():
             assert self._manifest is not None
             return self._manifest
-        self.root.mkdir(parents=True, exist_ok=True)
+        fs = storage_for(self.root)
+        fs.make_dirs(self.root, exist_ok=True)
         stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
         run = self.root / stamp
         n = 1
-        while run.exists():
+        while fs.exists(run):
             n += 1
             run = self.root / f"{stamp}-{n}"
-        run.mkdir()
+        fs.make_dir(run)
         self.run = run
         self._manifest = {"version": MANIFEST_VERSION, "log_dir": str(self.log_dir),
                           "started": stamp, "complete": False, "entries": []}
@@ -118,9 +120,10 @@ class Quarantine:
         whether there was one (:meth:`finish` then marks it complete even if nothing is left)."""
         if self._manifest is not None:
             return True
-        if not self.root.is_dir():
+        fs = storage_for(self.root)
+        if not fs.is_dir(self.root):
             return False
-        for run in sorted(self.root.iterdir(), reverse=True):
+        for run in sorted((self.root / name for name in fs.listdir(self.root)), reverse=True):
             doc = _load_manifest(run / MANIFEST)
             if doc is not None and not doc.get("complete") and doc.get("log_dir") == str(self.log_dir):
                 self.run, self._manifest = run, doc
@@ -156,7 +159,7 @@ class Quarantine:
     def _stored_path(self, path: Path, suffix: str) -> tuple[Path, str]:
         assert self.run is not None
         try:
-            rel = path.resolve().relative_to(self.log_dir)
+            rel = storage_for(path).resolve(path).relative_to(self.log_dir)
         except ValueError:
             rel = Path(path.parent.name) / path.name
         stored = self.run / rel.parent / (rel.name + suffix)
@@ -166,21 +169,23 @@ class Quarantine:
     def move_file(self, path: str | os.PathLike[str], reason: str) -> dict:
         """Move a whole file out of the log dir; returns its manifest entry."""
         path = Path(path)
-        size = path.stat().st_size
+        fs = storage_for(path)
+        size = fs.stat(path).st_size
         digest = sha256_of(path)
         self._open_run()
         stored, rel = self._stored_path(path, "")
         entry = self._record({"kind": "file", "file": str(path), "start": 0, "end": size,
                               "reason": reason, "sha256": digest, "stored": rel})
         stored = self.run / entry["stored"]  # type: ignore[operator]
-        stored.parent.mkdir(parents=True, exist_ok=True)
+        storage = storage_for(stored)
+        storage.make_dirs(stored.parent, exist_ok=True)
         self._say(f"move {path} -> {stored}")
-        if stored.exists() and sha256_of(stored) == digest:
-            os.remove(path)  # an earlier run copied it and died before removing the original
+        if storage.exists(stored) and sha256_of(stored) == digest:
+            fs.remove(path)  # an earlier run copied it and died before removing the original
         else:
             _move(path, stored)
-        fsync_dir(path.parent)
-        fsync_dir(stored.parent)
+        fs.fsync_dir(path.parent)
+        storage.fsync_dir(stored.parent)
         return entry
 
     def save_range(self, path: str | os.PathLike[str], start: int, end: int, reason: str) -> dict:
@@ -197,7 +202,7 @@ class Quarantine:
     def save_copy(self, path: str | os.PathLike[str], reason: str) -> dict:
         """Keep a copy of a file's current content before it is rewritten."""
         path = Path(path)
-        size = path.stat().st_size
+        size = storage_for(path).stat(path).st_size
         digest = sha256_of(path)
         self._open_run()
         stored, rel = self._stored_path(path, f".replaced-{digest[:8]}")
@@ -207,56 +212,60 @@ class Quarantine:
         return entry
 
     def _copy_range(self, path: Path, start: int, end: int, stored: Path, digest: str) -> None:
-        if stored.exists() and sha256_of(stored) == digest:
+        storage = storage_for(stored)
+        if storage.exists(stored) and sha256_of(stored) == digest:
             return
-        stored.parent.mkdir(parents=True, exist_ok=True)
+        storage.make_dirs(stored.parent, exist_ok=True)
         tmp = stored.with_name(stored.name + ".tmp")
         self._say(f"copy {path} [{start}, {end}) -> {stored}")
-        with open(path, "rb") as src, open(tmp, "wb") as dst:
-            src.seek(start)
-            left = end - start
-            while left > 0:
-                chunk = src.read(min(_CHUNK, left))
-                if not chunk:
-                    break
-                dst.write(chunk)
-                left -= len(chunk)
-            dst.flush()
-            os.fsync(dst.fileno())
-        os.replace(tmp, stored)
-        fsync_dir(stored.parent)
+        with storage_for(path).open_read(path) as src:
+            dst = storage.open_write(tmp)
+            try:
+                src.seek(start)
+                left = end - start
+                while left > 0:
+                    chunk = src.read(min(_CHUNK, left))
+                    if not chunk:
+                        break
+                    dst.write(chunk)
+                    left -= len(chunk)
+            except BaseException:
+                dst.close()
+                raise
+            storage.close_durably(dst)
+        storage.rename(tmp, stored)
+        storage.fsync_dir(stored.parent)
 
 
 def _load_manifest(path: Path) -> dict | None:
     try:
-        return json.loads(path.read_text())
+        return json.loads(storage_for(path).read_text(path))
     except (OSError, ValueError):
         return None
 
 
 def _move(src: Path, dst: Path) -> None:
+    fs, storage = storage_for(src), storage_for(dst)
     try:
-        os.rename(src, dst)
+        fs.rename(src, dst)
     except OSError as exc:
         if exc.errno != errno.EXDEV:
             raise
         tmp = dst.with_name(dst.name + ".tmp")
-        with open(src, "rb") as f, open(tmp, "wb") as g:
-            shutil.copyfileobj(f, g, _CHUNK)
-            g.flush()
-            os.fsync(g.fileno())
-        os.replace(tmp, dst)
-        fsync_dir(dst.parent)
-        os.remove(src)
+        storage.copy_file(src, tmp, durable=True)
+        storage.rename(tmp, dst)
+        storage.fsync_dir(dst.parent)
+        fs.remove(src)
 
 
 def read_manifests(root: str | os.PathLike[str]) -> list[dict]:
     """Every run manifest under a quarantine root, oldest first."""
     root = Path(root)
-    if not root.is_dir():
+    fs = storage_for(root)
+    if not fs.is_dir(root):
         return []
     out = []
-    for run in sorted(root.iterdir()):
+    for run in sorted(root / name for name in fs.listdir(root)):
         doc = _load_manifest(run / MANIFEST)
         if doc is not None:
             doc["run"] = str(run)

@@ -29,7 +29,7 @@ from ..errors import KafkaLogError
 from ..log import naming as N
 from ..log.discovery import PartitionDir, Segment, discover
 from ..log.lock import ensure_not_locked, hold_lock
-from ..log.mapped import mapped_file
+from ..log.storage import mapped_file, storage_for
 from ..log.verify import ERROR, Problem, check_offset_index, check_time_index, compare_snapshot
 from .actions import WRITE_FILE, Action, execute
 from .quarantine import Quarantine
@@ -46,7 +46,7 @@ def _inconsistent(data: np.ndarray, seg: Segment, kind: str, path: Path, active:
     table = scan_entries(data)
     problems: list[Problem] = []
     try:
-        raw = path.read_bytes()
+        raw = storage_for(path).read_bytes(path)
         if kind == N.INDEX:
             check_offset_index(read_offset_index(raw, seg.base_offset, strict=True), table,
                                str(path), problems, active=active)
@@ -83,8 +83,10 @@ def plan_segment_indexes(seg: Segment, data: np.ndarray, *, truncated: bool = Fa
     actions = []
     for kind in kinds:
         path = _path(seg, kind)
-        if path.exists():
-            if path.stat().st_size == len(content[kind]) and path.read_bytes() == content[kind]:
+        fs = storage_for(path)
+        if fs.exists(path):
+            if fs.stat(path).st_size == len(content[kind]) and \
+                    fs.read_bytes(path) == content[kind]:
                 continue
             if not (truncated or force or _inconsistent(data, seg, kind, path, active=False)):
                 continue
@@ -102,9 +104,10 @@ def plan_txn_index(seg: Segment, aborted: Sequence[CompletedTxn]) -> list[Action
                                                         t.last_stable_offset) for t in aborted])
     content = expected.to_bytes()
     path = _path(seg, N.TXN_INDEX)
-    if path.exists() and path.read_bytes() == content:
+    fs = storage_for(path)
+    if fs.exists(path) and fs.read_bytes(path) == content:
         return []
-    if not path.exists() and not content:
+    if not fs.exists(path) and not content:
         return []
     return [Action(WRITE_FILE, str(path), f"aborted transactions of the segment's markers "
                    f"({len(expected)} entries)", content=content)]
@@ -131,7 +134,8 @@ def read_snapshots(part: PartitionDir) -> tuple[dict[int, tuple[Path, ProducerSn
     for path in part.snapshots:
         offset = N.offset_from_file_name(path.name)
         try:
-            valid[offset] = (path, read_snapshot(path.read_bytes(), file=str(path)))
+            raw = storage_for(path).read_bytes(path)
+            valid[offset] = (path, read_snapshot(raw, file=str(path)))
         except KafkaLogError as exc:
             corrupt[offset] = (path, exc.reason)
     return valid, corrupt
@@ -282,7 +286,7 @@ def rebuild_indexes(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[s
         for log_dir, acts in by_log_dir.items():
             if not acts:
                 continue
-            lock_dir = log_dir if (log_dir / N.LOCK_FILE).exists() else None
+            lock_dir = log_dir if storage_for(log_dir).exists(log_dir / N.LOCK_FILE) else None
             q = Quarantine(log_dir, quarantine_dir, step=step)
             if lock_dir is not None:
                 with hold_lock(lock_dir):

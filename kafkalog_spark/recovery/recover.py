@@ -49,7 +49,7 @@ from ..log import swap
 from ..log.atomic import read_checkpoint_file
 from ..log.discovery import LogDir, PartitionDir, _classify, _scan_partition_dir, discover
 from ..log.lock import ensure_not_locked, hold_lock
-from ..log.mapped import mapped_file
+from ..log.storage import mapped_file, storage_for
 from ..log.writer import STAGING_INFIX
 from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, WRITE_FILE, Action, execute
 from .quarantine import Quarantine
@@ -155,13 +155,14 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
     if log_dir.metadata_log is not None:
         report.notes.append(f"{log_dir.metadata_log.path}: the KRaft metadata log belongs to the "
                             "Raft layer; not recovered")
-    for staging in sorted(log_dir.path.parent.glob(f".{log_dir.path.name}{STAGING_INFIX}*")):
+    parent = log_dir.path.parent
+    for staging in storage_for(parent).glob(parent, f".{log_dir.path.name}{STAGING_INFIX}*"):
         # a Spark write stages without the lock, so a live job's folder looks the same: report
         report.notes.append(f"{staging}: staging folder of a write that did not finish (killed?); "
                             "nothing in it is part of the log — delete it once no write to this "
                             "log dir is running")
     for path in log_dir.unknown:
-        if path.is_dir():
+        if storage_for(path).is_dir(path):
             report.notes.append(f"{path}: not a <topic>-<partition> name, a broker would take the "
                                 "log dir offline; not touched (move it out yourself)")
     for tmp in log_dir.leftovers:
@@ -367,9 +368,10 @@ def _plan_leader_epochs(part: PartitionDir, epochs, first_base: int, leo: int,
     cache = C.truncate_epochs_from_end(cache, leo)
     cache = C.truncate_epochs_from_start(cache, min(max(log_start_checkpoint, first_base), leo))
     content = C.format_leader_epoch_checkpoint(cache).encode()
-    if path.exists() and path.read_bytes() == content:
+    fs = storage_for(path)
+    if fs.exists(path) and fs.read_bytes(path) == content:
         return []
-    if not path.exists() and not cache:
+    if not fs.exists(path) and not cache:
         return []
     return [Action(WRITE_FILE, str(path), f"leader epochs from the batch headers ({len(cache)} "
                    "entries)", content=content)]
@@ -386,7 +388,7 @@ def plan_checkpoints(log_dir: Path, ends: dict[tuple[str, int], tuple[int, int]]
     starts = _read_offsets(log_dir / N.LOG_START_OFFSET_CHECKPOINT)
     for name in N.CHECKPOINT_FILES:
         path = log_dir / name
-        if not path.exists():
+        if not storage_for(path).exists(path):
             continue
         try:
             old = read_checkpoint_file(path, C.parse_offset_checkpoint)

@@ -36,11 +36,12 @@ from typing import Any
 from ..codec import checkpoints as C
 from ..errors import InvalidOptionError
 from ..log import naming as N
-from ..log.atomic import disk_errors, fsync_dir, read_checkpoint_file, write_checkpoint_file
+from ..log.atomic import disk_errors, read_checkpoint_file, write_checkpoint_file
 from ..log.discovery import discover
 from ..log.lock import ensure_not_locked, hold_lock
 from ..log.topic_config import TopicConfig, configured_partitions
 from ..log.partition_state import PartitionState, SegmentState, partition_state, read_offsets
+from ..log.storage import storage_for
 
 Step = Callable[[str], None]
 
@@ -168,7 +169,8 @@ def _say(step: Step | None, label: str) -> None:
 
 def _segment_files(pdir: Path, base: int) -> list[Path]:
     files = [pdir / N.segment_file_name(base, kind) for kind in (*N.INDEX_KINDS, N.SNAPSHOT, N.LOG)]
-    return [p for p in files if p.exists()]
+    fs = storage_for(pdir)
+    return [p for p in files if fs.exists(p)]
 
 
 def remove_expired_deleted_files(pdir: Path, now_ms: int, delay_ms: int,
@@ -176,15 +178,16 @@ def remove_expired_deleted_files(pdir: Path, now_ms: int, delay_ms: int,
     """Remove ``*.deleted`` segment files renamed at least ``delay_ms`` ago (the rename sets
     their ctime); returns how many were removed."""
     removed = 0
-    for p in sorted(pdir.glob(f"*.{N.DELETED}")):
+    fs = storage_for(pdir)
+    for p in fs.glob(pdir, f"*.{N.DELETED}"):
         if p.name.endswith(f".{N.CHECKPOINT}.{N.DELETED}"):
             continue  # KRaft snapshots belong to the Raft layer
-        if now_ms - int(p.stat().st_ctime * 1000) >= delay_ms:
+        if now_ms - int(fs.stat(p).st_ctime * 1000) >= delay_ms:
             _say(step, f"remove {p.name}")
-            os.remove(p)
+            fs.remove(p)
             removed += 1
     if removed:
-        fsync_dir(pdir)
+        fs.fsync_dir(pdir)
     return removed
 
 
@@ -201,7 +204,8 @@ def execute_partition(plan: PartitionRetention, *, delete_delay_ms: int = 0,
         _say(step, f"write {N.LOG_START_OFFSET_CHECKPOINT}")
         write_checkpoint_file(path, C.format_offset_checkpoint(offsets))
     epochs_path = plan.path / N.LEADER_EPOCH_CHECKPOINT
-    if epochs_path.exists():
+    fs = storage_for(plan.path)
+    if fs.exists(epochs_path):
         epochs = read_checkpoint_file(epochs_path, C.parse_leader_epoch_checkpoint)
         trimmed = C.truncate_epochs_from_start(epochs, plan.new_log_start_offset)
         if trimmed != epochs:
@@ -216,15 +220,15 @@ def execute_partition(plan: PartitionRetention, *, delete_delay_ms: int = 0,
                 target = p.with_name(f"{p.name}.{N.DELETED}")
                 _say(step, f"rename {p.name} -> {target.name}")
                 with contextlib.suppress(FileNotFoundError):
-                    os.replace(p, target)
+                    fs.rename(p, target)
                     renamed.append(target)
-        fsync_dir(plan.path)
+        fs.fsync_dir(plan.path)
         if delete_delay_ms == 0:
             for p in renamed:
                 _say(step, f"remove {p.name}")
                 with contextlib.suppress(FileNotFoundError):
-                    os.remove(p)
-            fsync_dir(plan.path)
+                    fs.remove(p)
+            fs.fsync_dir(plan.path)
 
 
 @dataclass
@@ -289,7 +293,7 @@ def retain(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
     result = RetentionResult(execute, now_ms, plans)
     if not execute:
         return result
-    for d in sorted({Path(x).resolve() for x in dirs}):
+    for d in sorted({storage_for(x).resolve(x) for x in dirs}):
         with hold_lock(d):
             for plan in (p for p in plans if p.log_dir == d):
                 execute_partition(plan, delete_delay_ms=delete_delay_ms, step=step)
