@@ -46,7 +46,7 @@ import pyarrow as pa
 
 import kafkalog_spark as kl
 from kafkalog_spark.codec import checkpoints as C
-from kafkalog_spark.codec.index import build_indexes
+from kafkalog_spark.codec.index_rebuild import build_indexes
 from kafkalog_spark.codec.scan import scan_entries
 from kafkalog_spark.codec.snapshot import ProducerStateTracker
 from kafkalog_spark.log import naming as N

@@ -17,7 +17,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 
 import kafkalog_spark as kl
 from kafkalog_spark.codec.encode import encode_end_txn_marker, encode_record_batches
-from kafkalog_spark.codec.index import build_indexes, build_txn_index
+from kafkalog_spark.codec.index_rebuild import build_indexes, build_txn_index
 from kafkalog_spark.codec.scan import scan_entries
 from kafkalog_spark.codec.schema import HEADERS_TYPE, record_schema
 from kafkalog_spark.codec.snapshot import ProducerStateTracker

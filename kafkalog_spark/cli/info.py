@@ -19,8 +19,8 @@ from typing import Any
 import click
 
 from ..errors import KafkaLogError
-from ..log.discovery import (LogDir, LogDirs, PartitionDir, Segment, describe_segment,
-                             discover)
+from ..log.discovery import describe_segment, discover
+from ..log.model import LogDir, LogDirs, PartitionDir, Segment
 from ..log.topic_config import SOURCE_DEFAULT, effective_config, metadata_topic_configs
 from ..report import parse_config_options
 from .options import config_options

@@ -352,17 +352,3 @@ def read_txn_index(data, base_offset: int, *, strict: bool = False,
                     arr["first_offset"].astype(np.int64), arr["last_offset"].astype(np.int64),
                     arr["last_stable_offset"].astype(np.int64),
                     trailing_bytes=len(raw) - len(arr) * ABORTED_TXN_SIZE)
-
-
-
-_REBUILD_NAMES = ("RecoveredIndexes", "build_indexes", "build_txn_index")
-
-
-def __getattr__(name: str):
-    """Re-exported for log/swap.py, log/writer.py, recovery/rebuild.py, benchmarks/gen_big.py
-    (build_indexes). Lazy, because index_rebuild imports this module: a plain import here
-    would fail whenever index_rebuild is imported first."""
-    if name in _REBUILD_NAMES:
-        from . import index_rebuild
-        return getattr(index_rebuild, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

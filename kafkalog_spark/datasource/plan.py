@@ -29,7 +29,8 @@ from ..codec.decode import DecodeOptions, decode_entries
 from ..codec.index import read_offset_index
 from ..codec.scan import scan_entries
 from ..errors import InvalidOptionError
-from ..log.discovery import PartitionDir, Segment, discover
+from ..log.discovery import discover
+from ..log.model import PartitionDir, Segment
 from ..log.lookup import check_offset_entry, find_timestamp
 from ..log.storage import mapped_file
 from ..log.transactions import transaction_view

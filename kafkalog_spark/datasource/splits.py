@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
-from ..log.discovery import Segment
+from ..log.model import Segment
 from ..log.transactions import AbortedTxn
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..codec.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index
 from ..codec.scan import EntryTable, scan_entries
-from .discovery import PartitionDir, Segment
+from .model import PartitionDir, Segment
 from .storage import mapped_file
 
 

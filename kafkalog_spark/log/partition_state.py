@@ -26,7 +26,7 @@ from ..codec.index import read_time_index
 from ..codec.scan import scan_entries
 from . import naming as N
 from .atomic import read_checkpoint_file
-from .discovery import PartitionDir, Segment
+from .model import PartitionDir, Segment
 from .storage import mapped_file
 
 

@@ -20,7 +20,8 @@ import pyarrow as pa
 from ..codec.decode import BadRange, DecodeOptions, decode_entries
 from ..codec.schema import record_schema
 from ..errors import InvalidOptionError
-from .discovery import PartitionDir, Segment, discover
+from .discovery import discover
+from .model import PartitionDir, Segment
 from .storage import mapped_file
 
 PathLike = str | os.PathLike[str]

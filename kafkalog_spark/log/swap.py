@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..codec.index import build_indexes
+from ..codec.index_rebuild import build_indexes
 from ..codec.scan import scan_entries
 from ..errors import InvalidOptionError, KafkaLogError, Location
 from . import naming as N

@@ -34,7 +34,7 @@ from ..codec.index import read_txn_index
 from ..codec.snapshot import ProducerStateTracker, read_snapshot
 from ..errors import CorruptIndexError, KafkaLogError
 from . import naming as N
-from .discovery import PartitionDir, Segment
+from .model import PartitionDir, Segment
 from .storage import mapped_file
 
 

@@ -26,16 +26,11 @@ from ..errors import KafkaLogError
 from . import naming as N
 from .atomic import read_checkpoint_file
 from .storage import storage_for
-from .discovery import LogDir, discover
+from .discovery import discover
+from .model import LogDir
 from .verify_partitions import (_partition_file_problems, check_leader_epochs,
                                 check_segment_sequence, partition_bounds, verify_producer_state)
 from .verify_segments import ERROR, WARNING, Problem, SegmentCheck, _from_error, verify_segment
-
-# re-exported for recovery/rebuild.py (ERROR, Problem, check_offset_index, check_time_index,
-# compare_snapshot) and recovery/verify_job.py (SegmentCheck, verify_segment,
-# verify_producer_state); those used here too are imported above
-from .verify_partitions import compare_snapshot  # noqa: F401
-from .verify_segments import check_offset_index, check_time_index  # noqa: F401
 
 
 @dataclass

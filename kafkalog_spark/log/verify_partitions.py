@@ -27,7 +27,7 @@ from ..codec.snapshot import (PRODUCER_ENTRY, SNAPSHOT_HEADER, ProducerSnapshot,
 from ..errors import KafkaLogError
 from . import naming as N
 from .atomic import read_checkpoint_file
-from .discovery import PartitionDir, Segment
+from .model import PartitionDir, Segment
 from .storage import mapped_file, storage_for
 from .verify_segments import ERROR, WARNING, Problem, SegmentCheck, _from_error
 

@@ -31,7 +31,7 @@ from ..codec.decode import DecodeOptions, decode_entries
 from ..codec.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index, read_txn_index
 from ..codec.scan import STOP_END, EntryTable, scan_entries
 from ..errors import KafkaLogError
-from .discovery import Segment
+from .model import Segment
 from .storage import mapped_file, storage_for
 
 ERROR, WARNING = "error", "warning"

@@ -22,15 +22,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ..codec.index import (TxnIndex, build_indexes, read_offset_index, read_time_index)
+from ..codec.index import TxnIndex, read_offset_index, read_time_index
+from ..codec.index_rebuild import build_indexes
 from ..codec.scan import scan_entries
 from ..codec.snapshot import CompletedTxn, ProducerSnapshot, ProducerStateTracker, read_snapshot
 from ..errors import KafkaLogError
 from ..log import naming as N
-from ..log.discovery import PartitionDir, Segment, discover
+from ..log.discovery import discover
+from ..log.model import PartitionDir, Segment
 from ..log.lock import ensure_not_locked, hold_lock
 from ..log.storage import mapped_file, storage_for
-from ..log.verify import ERROR, Problem, check_offset_index, check_time_index, compare_snapshot
+from ..log.verify_partitions import compare_snapshot
+from ..log.verify_segments import ERROR, Problem, check_offset_index, check_time_index
 from .actions import WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 

@@ -47,10 +47,11 @@ from ..errors import InvalidOptionError, KafkaLogError
 from ..log import naming as N
 from ..log import swap
 from ..log.atomic import read_checkpoint_file
-from ..log.discovery import LogDir, PartitionDir, _classify, _scan_partition_dir, discover
+from ..log.discovery import _classify, _scan_partition_dir, discover
+from ..log.model import LogDir, PartitionDir
 from ..log.lock import ensure_not_locked, hold_lock
 from ..log.storage import mapped_file, storage_for
-from ..log.writer import STAGING_INFIX
+from ..log.staging import STAGING_INFIX
 from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition

@@ -2,8 +2,8 @@
 parallel.
 
 The driver discovers the dirs (listings and ``stat`` only) and sends the work to
-:func:`~kafkalog_spark.log.verify.verify_segment` and
-:func:`~kafkalog_spark.log.verify.verify_producer_state` — the same functions the local
+:func:`~kafkalog_spark.log.verify_segments.verify_segment` and
+:func:`~kafkalog_spark.log.verify_partitions.verify_producer_state` — the same functions the local
 :func:`~kafkalog_spark.log.verify.verify` calls — in one task per core holding an equal share
 of bytes (:func:`balance`), or more tasks when a core's share would exceed
 :data:`MAX_SEGMENTS_PER_TASK` segments (task memory stays flat as log dirs grow). Two shapes, chosen by :func:`plan_bins`:
@@ -28,8 +28,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..log.discovery import discover
-from ..log.verify import (SegmentCheck, VerifyReport, assemble_report, verify_producer_state,
-                          verify_segment)
+from ..log.verify import VerifyReport, assemble_report
+from ..log.verify_partitions import verify_producer_state
+from ..log.verify_segments import SegmentCheck, verify_segment
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
