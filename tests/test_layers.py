@@ -231,5 +231,7 @@ def test_module_opens_with_a_docstring_and_stays_small(path):
     assert doc, f"{_rel(path)} has no module docstring"
     summary = doc.split("\n\n")[0]
     assert len(summary.splitlines()) <= 3, f"{_rel(path)}: the docstring's summary is over 3 lines"
+    if path != PACKAGE / "__init__.py":  # the package root is the public API itself
+        assert "layer" in summary, f"{_rel(path)}: the docstring's summary names no layer"
     lines = len(text.splitlines())
     assert lines <= 500, f"{_rel(path)} has {lines} lines"
