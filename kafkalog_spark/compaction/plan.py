@@ -25,15 +25,13 @@ default); offline, expiry is applied exactly at ``now``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import numpy as np
 
-from ..codec import layout as L
 from ..codec.decode import DecodeOptions, decode_to_table
 from ..codec.scan import scan_entries
 from ..codec.snapshot import ProducerStateTracker
-from ..log.mapped import mapped_file
+from ..log.storage import mapped_file
 from ..log.topic_config import TopicConfig
 from ..log.partition_state import PartitionState, SegmentState
 

@@ -44,7 +44,7 @@ from ..codec.encode import BatchSpec, encode_batch
 from ..codec.scan import scan_entries
 from ..log import naming as N
 from ..log.atomic import disk_errors
-from ..log.mapped import mapped_file
+from ..log.storage import mapped_file, storage_for
 from .plan import GroupTask, SourceSegment
 
 _DECODE = DecodeOptions(include_headers=True, include_metadata=True, include_control=True)
@@ -266,10 +266,15 @@ def write_cleaned(task: GroupTask, retained: np.ndarray, pdir: str | os.PathLike
     batch at a time, not the segment. The output's ``path`` names the file; ``log`` is empty
     until :meth:`CleanedSegments.adopt` maps it."""
     path = cleaned_path(pdir, task.base_offset)
-    with disk_errors("writing a cleaned segment", path), open(path, "wb") as f:
-        out = rewrite_group(task, retained, sink=f)
-        f.flush()
-        os.fsync(f.fileno())
+    fs = storage_for(path)
+    with disk_errors("writing a cleaned segment", path):
+        f = fs.open_write(path)
+        try:
+            out = rewrite_group(task, retained, sink=f)
+        except BaseException:
+            f.close()
+            raise
+        fs.close_durably(f)
     return replace(out, path=str(path))
 
 
@@ -289,10 +294,9 @@ class CleanedSegments:
     def adopt(self, out: GroupOutput) -> GroupOutput:
         """``out`` with ``log`` mapped from its file (``out.path``)."""
         assert out.path is not None
-        if not os.path.getsize(out.path):
+        m = storage_for(out.path).map_readonly(out.path)
+        if m is None:  # an empty file
             return replace(out, log=b"")
-        with open(out.path, "rb") as f:
-            m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         self.maps.append(m)
         return replace(out, log=memoryview(m))
 
@@ -309,8 +313,7 @@ def cleaned_segments() -> Iterator[CleanedSegments]:
     except BaseException:
         if not files.swapping:
             for path in files.written:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
+                storage_for(path).remove(path, missing_ok=True)
         raise
     finally:
         for m in files.maps:

@@ -42,7 +42,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
-from ..log.writer import create_staging_dir, remove_staging_dir
+from ..log.storage import storage_for
+from ..log.staging import create_staging_dir, remove_staging_dir
 from .plan import CleaningPlan, GroupTask
 from .rewrite import GroupOutput, cleaned_segments, key_rows, write_cleaned
 
@@ -149,12 +150,14 @@ def read_retained(folder: str | os.PathLike[str], gid: int) -> np.ndarray:
     import pyarrow.parquet as pq
 
     path = Path(folder) / f"gid={gid}"
-    if not path.is_dir():
+    fs = storage_for(path)
+    if not fs.is_dir(path):
         return np.zeros(0, np.int64)
-    files = sorted(p for p in path.iterdir() if p.suffix == ".parquet")
+    files = sorted(p for p in (path / name for name in fs.listdir(path))
+                   if p.suffix == ".parquet")
     if not files:
         return np.zeros(0, np.int64)
-    table = pq.read_table(files, columns=["offset"])
+    table = pq.read_table(files, columns=["offset"], filesystem=fs.arrow_fs)
     return np.sort(np.asarray(table.column("offset").to_numpy(), np.int64))
 
 
@@ -174,6 +177,12 @@ def group_items(plans: Sequence[CleaningPlan]) -> list[tuple[GroupTask, int, int
         for g in plan.groups:
             items.append((g, tp, len(items), str(plan.state.path)))
     return items
+
+
+def _log_size(task: GroupTask) -> int:
+    """Bytes of the ``.log`` file of a one-segment task."""
+    log = task.sources[0].log
+    return storage_for(log).size(log)
 
 
 @contextlib.contextmanager
@@ -199,9 +208,9 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
             t0 = time.perf_counter()
             spark.dataSource.register(KeyRowsSource)
             singles = [(s, tp, gid) for g, tp, gid, _ in items for s in segment_tasks(g)]
-            total = sum(os.path.getsize(s.sources[0].log) for s, _, _ in singles)
+            total = sum(_log_size(s) for s, _, _ in singles)
             chunks = chunk_tasks(singles, max(sc.defaultParallelism * 2, total // CHUNK_BYTES),
-                                 size=lambda i: os.path.getsize(i[0].sources[0].log))
+                                 size=lambda i: _log_size(i[0]))
             blob = base64.b64encode(pickle.dumps(chunks)).decode("ascii")
             rows = spark.read.format(KEYS_SOURCE).option("tasks", blob).load()
             retained, per_key = retained_offsets(rows)

@@ -10,7 +10,6 @@ is the single source of names, defaults and documentation (:func:`options_doc` r
 
 from __future__ import annotations
 
-import glob
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidOptionError
+from ..log.storage import storage_for
 
 EARLIEST, LATEST = -2, -1  # Spark's JSON sentinels in startingOffsets / endingOffsets
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -212,6 +212,8 @@ def _only_one(raw: Mapping[str, str], names: tuple[str, ...]) -> None:
         raise InvalidOptionError(f"give only one of {', '.join(names)}; got {', '.join(given)}")
 
 
+
+
 def _paths(path: str | None, paths: str | None) -> tuple[str, ...]:
     items: list[str] = []
     if path:
@@ -229,8 +231,9 @@ def _paths(path: str | None, paths: str | None) -> tuple[str, ...]:
                                  "with a log dir, a partition dir or a .log file")
     out: list[str] = []
     for item in items:
-        if glob.has_magic(item):
-            hits = sorted(glob.glob(item))
+        fs = storage_for(item)
+        if fs.is_pattern(item):
+            hits = fs.glob_pattern(item)  # sorted
             if not hits:
                 raise InvalidOptionError(f"path pattern {item!r} matches nothing")
             out += hits

@@ -43,8 +43,10 @@ from ..codec.schema import METADATA_COLUMNS
 from ..errors import InvalidOptionError, Location, LogDirError
 from ..log import naming as N
 from ..log.lock import ensure_not_locked, hold_lock
-from ..log.writer import (STAGING_INFIX, PartitionStager, StagedPartition, metrics, publish,
-                          remove_staging_dir)
+from ..log.storage import storage_for
+from ..log.publish import publish
+from ..log.staging import STAGING_INFIX, PartitionStager, StagedPartition, remove_staging_dir
+from ..log.writer import metrics
 from .write_options import WriteOptions, parse_write_options
 
 WRITTEN_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
@@ -88,11 +90,12 @@ class KafkaLogWriter(DataSourceArrowWriter):
         self.log_dir = str(Path(self.options.path).absolute())
         self._check_schema(schema)
         log_dir = Path(self.log_dir)
-        if log_dir.exists():
-            if not log_dir.is_dir():
+        fs = storage_for(log_dir)
+        if fs.exists(log_dir):
+            if not fs.is_dir(log_dir):
                 raise LogDirError("the target is not a directory", Location(self.log_dir))
             ensure_not_locked(log_dir)
-        elif not log_dir.parent.is_dir():
+        elif not fs.is_dir(log_dir.parent):
             raise LogDirError("the parent of the log dir does not exist", Location(self.log_dir))
         self.partition_counts = existing_partition_counts(log_dir)
         topic = self.options.topic
@@ -164,7 +167,12 @@ class KafkaLogWriter(DataSourceArrowWriter):
         """Publish every task's staged segments into the log dir, then drop the staging folder."""
         try:
             log_dir = Path(self.log_dir)
-            log_dir.mkdir(exist_ok=True)
+            fs = storage_for(log_dir)
+            try:  # Path.mkdir(exist_ok=True): an existing folder is fine, anything else is not
+                fs.make_dir(log_dir)
+            except FileExistsError:
+                if not fs.is_dir(log_dir):
+                    raise
             staged = [s for m in messages if m is not None for s in m.staged]
             topic_ids = ({self.options.topic: self.options.topic_id}
                          if self.options.topic_id is not None else None)
@@ -252,15 +260,17 @@ def existing_partition_counts(log_dir: str | os.PathLike[str]) -> dict[str, int]
     (what the default partitioner divides by when ``numPartitions`` is not given)."""
     counts: dict[str, int] = {}
     path = Path(log_dir)
-    if not path.is_dir():
+    fs = storage_for(path)
+    if not fs.is_dir(path):
         return counts
-    for entry in os.scandir(path):
-        if not entry.is_dir(follow_symlinks=False):
-            continue
-        try:
-            parsed = N.parse_partition_dir_name(entry.name)
-        except LogDirError:
-            continue
-        if parsed.kind is None and parsed.topic is not None and parsed.partition is not None:
-            counts[parsed.topic] = max(counts.get(parsed.topic, 0), parsed.partition + 1)
+    with fs.scandir(path) as entries:
+        for entry in entries:
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+            try:
+                parsed = N.parse_partition_dir_name(entry.name)
+            except LogDirError:
+                continue
+            if parsed.kind is None and parsed.topic is not None and parsed.partition is not None:
+                counts[parsed.topic] = max(counts.get(parsed.topic, 0), parsed.partition + 1)
     return counts

@@ -17,11 +17,7 @@ checks, just before committing, that the versions it planned from are still the 
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import json
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,6 +29,7 @@ import pyarrow.parquet as pq
 
 from ..errors import KafkaLogError, Location
 from ..log.atomic import atomic_write_text
+from ..log.storage import storage_for
 
 STATE_DIR = "_kafkalog"  # leading underscore: Delta readers and VACUUM leave it alone
 FILE_PREFIX = "part-kafkalog-"
@@ -80,51 +77,50 @@ def migrated_offsets(path: Path, app_ids: list[str]) -> dict[str, int]:
 @contextmanager
 def table_lock(path: Path) -> Iterator[None]:
     """Hold the table's migration lock (non-blocking: a second run fails at once)."""
+    fs = storage_for(path)
     state = path / STATE_DIR
-    state.mkdir(parents=True, exist_ok=True)
-    fd = os.open(state / "migrate.lock", os.O_RDWR | os.O_CREAT, 0o644)
+    fs.make_dirs(state, exist_ok=True)
+    fd = fs.lock(state / "migrate.lock", record=False)  # a BSD flock
+    if fd is None:
+        raise ConcurrentMigrationError("another migration is writing this table",
+                                       Location(str(path)))
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-                raise ConcurrentMigrationError("another migration is writing this table",
-                                               Location(str(path))) from exc
-            raise
         yield
     finally:
-        os.close(fd)  # closing drops the flock
+        fs.unlock(fd)  # closing drops the flock
 
 
 def begin_run(path: Path, run_id: str) -> Path:
     """Leave the marker of a run in progress; returns the run's staging folder (for engines
     that write elsewhere first)."""
     runs = path / STATE_DIR / "runs"
-    runs.mkdir(parents=True, exist_ok=True)
+    storage_for(runs).make_dirs(runs, exist_ok=True)
     atomic_write_text(runs / run_id, json.dumps({"run_id": run_id, "started": time.time()}))
     return path / STATE_DIR / "staging" / run_id
 
 
 def end_run(path: Path, run_id: str) -> None:
     """Drop the marker and staging folder of a run (committed, or nothing to commit)."""
-    shutil.rmtree(path / STATE_DIR / "staging" / run_id, ignore_errors=True)
-    (path / STATE_DIR / "runs" / run_id).unlink(missing_ok=True)
+    fs = storage_for(path)
+    fs.remove_tree(path / STATE_DIR / "staging" / run_id, ignore_errors=True)
+    fs.remove(path / STATE_DIR / "runs" / run_id, missing_ok=True)
 
 
 def clean_killed_runs(path: Path) -> list[str]:
     """Delete the files of runs that were killed before their commit (their marker is left and
     no commit carries their run id); returns the relative paths deleted."""
+    fs = storage_for(path)
     runs_dir = path / STATE_DIR / "runs"
-    killed = sorted(p.name for p in runs_dir.iterdir()) if runs_dir.is_dir() else []
+    killed = sorted(fs.listdir(runs_dir)) if fs.is_dir(runs_dir) else []
     if not killed:
         return []
     committed = _committed_runs(path) if table_exists(path) else set()
     deleted: list[str] = []
     for run_id in killed:
         if run_id not in committed:
-            for f in sorted(path.rglob(f"{FILE_PREFIX}{run_id}-*")):
+            for f in fs.glob(path, f"**/{FILE_PREFIX}{run_id}-*"):  # Path.rglob, sorted
                 if STATE_DIR not in f.relative_to(path).parts:
-                    f.unlink()
+                    fs.remove(f)
                     deleted.append(str(f.relative_to(path)))
         end_run(path, run_id)
     return deleted
@@ -142,7 +138,8 @@ def data_file(root: Path, relative: str, partition_values: dict[str, str | None]
     counts, and min/max of its integer columns (offsets, partitions: the columns readers skip
     files by; string/timestamp bounds are left out rather than risk truncation errors)."""
     full = root / relative
-    meta = pq.read_metadata(full)
+    fs = storage_for(full)
+    meta = pq.read_metadata(full, filesystem=fs.arrow_fs)
     schema = meta.schema.to_arrow_schema()
     mins: dict[str, int] = {}
     maxs: dict[str, int] = {}
@@ -161,7 +158,7 @@ def data_file(root: Path, relative: str, partition_values: dict[str, str | None]
             maxs[field.name] = max(int(s.max) for s in stats)
     stats_json = json.dumps({"numRecords": meta.num_rows, "minValues": mins, "maxValues": maxs,
                              "nullCount": nulls})
-    return DataFile(relative, partition_values, full.stat().st_size, meta.num_rows, stats_json)
+    return DataFile(relative, partition_values, fs.stat(full).st_size, meta.num_rows, stats_json)
 
 
 def _leaf_index(meta: pq.FileMetaData, name: str) -> int:

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import KafkaLogError, Location
+from ..log.storage import storage_for
 from .columns import partition_values, transform
 from .commit import FILE_PREFIX, DataFile, data_file
 from .plan import TablePlan
@@ -128,8 +129,10 @@ class _DataFiles:
         name = file_name(self.run_id, len(self.written))
         rel = f"{folder}/{name}" if folder else name
         self.current = self.root / rel
-        self.current.parent.mkdir(parents=True, exist_ok=True)
-        self.open[values] = (pq.ParquetWriter(self.current, self.schema, **PARQUET_OPTIONS), rel)
+        fs = storage_for(self.current)
+        fs.make_dirs(self.current.parent, exist_ok=True)
+        self.open[values] = (pq.ParquetWriter(self.current, self.schema, filesystem=fs.arrow_fs,
+                                              **PARQUET_OPTIONS), rel)
         self.buffers[values], self.buffered[values] = [], 0
         self.written.append((rel, values))
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidOptionError, Location, LogDirError
+from ..log.storage import storage_for
 from .commit import (begin_run, clean_killed_runs, commit, end_run, migrated_offsets,
                      table_lock)
 from .options import MigrateOptions, parse_migrate_options
@@ -94,7 +95,7 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
             metrics["data_loss"] += plan.gaps
             metrics["tables"].append(_table_metrics(plan, None, []))
             continue
-        path.mkdir(parents=True, exist_ok=True)
+        storage_for(path).make_dirs(path, exist_ok=True)
         with table_lock(path):
             metrics["cleaned"] += [str(path / f) for f in clean_killed_runs(path)]
             reached = migrated_offsets(path, app_ids)
@@ -157,9 +158,10 @@ def _check_inputs(plan: TablePlan, files: list) -> None:
     recorded offsets would hide forever, and an ``add`` of a missing file breaks the table.
     Nothing is committed; the run's files are deleted by the next run."""
     missing = [(log, "segment") for p in plan.pending for log in p.segments
-               if not os.path.exists(log)]
+               if not storage_for(log).exists(log)]
+    fs = storage_for(plan.path)
     missing += [(str(plan.path / f.path), "data file") for f in files
-                if not os.path.exists(plan.path / f.path)]
+                if not fs.exists(plan.path / f.path)]
     if missing:
         where, what = missing[0]
         raise LogDirError(f"a {what} vanished while migrating ({len(missing)} file(s) in all); "

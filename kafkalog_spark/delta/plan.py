@@ -24,7 +24,8 @@ import pyarrow as pa
 from ..codec.checkpoints import parse_offset_checkpoint
 from ..errors import KafkaLogError, Location
 from ..log.atomic import read_checkpoint_file
-from ..log.discovery import PartitionDir, describe_segment, discover
+from ..log.discovery import describe_segment, discover
+from ..log.model import PartitionDir
 from ..log.naming import LOG_START_OFFSET_CHECKPOINT
 from ..log.transactions import transaction_view
 from .columns import table_schema

@@ -18,7 +18,6 @@ a table the other started. That is one commit per partition instead of one per t
 from __future__ import annotations
 
 import base64
-import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +30,7 @@ from pyspark.sql.types import StructType
 
 from ..datasource.options import ReadOptions, parse_read_options
 from ..datasource.reader import KafkaLogReader
+from ..log.storage import storage_for
 from .columns import transform
 from .commit import DataFile, data_file
 from .files import NULL_PARTITION, file_name
@@ -125,7 +125,9 @@ def write_spark(spark: "SparkSession", plan: TablePlan, read_options: dict[str, 
 def _adopt(root: Path, staging: Path, partition_by: tuple[str, ...], run_id: str
            ) -> list[DataFile]:
     out = []
-    found = sorted(p for p in staging.rglob("*.parquet") if not p.name.startswith((".", "_")))
+    fs = storage_for(root)
+    found = [p for p in fs.glob(staging, "**/*.parquet")  # Path.rglob, sorted
+             if not p.name.startswith((".", "_"))]
     for n, src in enumerate(found):
         folders = src.relative_to(staging).parts[:-1]
         values: dict[str, str | None] = {}
@@ -135,8 +137,8 @@ def _adopt(root: Path, staging: Path, partition_by: tuple[str, ...], run_id: str
                 raise ValueError(f"unexpected Spark output folder {folder!r} (expected {col}=...)")
             values[col] = None if raw == NULL_PARTITION else unquote(raw)
         rel = "/".join([*folders, file_name(run_id, n)])
-        (root / rel).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(src, root / rel)
+        fs.make_dirs((root / rel).parent, exist_ok=True)
+        fs.rename(src, root / rel)
         out.append(data_file(root, rel, values))
     return out
 

@@ -33,16 +33,13 @@ from ..codec.scan import STOP_END, STOP_SIZE_TOO_SMALL, scan_entries
 from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirError
 from . import naming as N
 from .lock import lock_holder
+from .model import DuplicateReplica, LogDir, LogDirs, PartitionDir, Segment, sibling_name
 from .storage import mapped_file, storage_for
 
 # bootstrap.checkpoint: KRaft's formatted bootstrap metadata (`kafka-storage format`)
 _LOG_DIR_MARKERS = (N.META_PROPERTIES, N.LOCK_FILE, N.CLEAN_SHUTDOWN_FILE, *N.CHECKPOINT_FILES,
                     N.BOOTSTRAP_CHECKPOINT)
 META_PROPERTIES_MAX_BYTES = 1 << 16  # meta.properties is a handful of lines; refuse more
-
-
-from .model import (DuplicateReplica, LogDir, LogDirs, PartitionDir,  # noqa: F401  # re-exported
-                    Segment, sibling_name)
 
 
 # --- discovery -------------------------------------------------------------------------------

@@ -79,6 +79,12 @@ class LocalStorage:
         """Paths below ``path`` matching ``pattern`` (``pathlib`` rules), sorted."""
         return sorted(Path(path).glob(pattern))
 
+    def is_pattern(self, text: str) -> bool:
+        """Whether a user-given path is a pattern for :meth:`glob_pattern` (``*``, ``?``, ``[``)."""
+        import glob
+
+        return glob.has_magic(text)
+
     def glob_pattern(self, pattern: str) -> list[str]:
         """Paths matching a user-given shell pattern (``glob.glob`` rules), sorted."""
         import glob

@@ -61,7 +61,6 @@ from .publish import WRITE_MODES, PartitionWrite, publish
 from .staging import (DEFAULT_SEGMENT_BYTES, PartitionStager, WriteSettings, create_staging_dir,
                       remove_staging_dir)
 from .storage import storage_for
-from .staging import STAGING_INFIX, StagedPartition  # noqa: F401  # TEMP re-export until importers move
 
 
 def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str], *,
