@@ -34,25 +34,17 @@ import time
 from pathlib import Path
 
 OPS = ("write", "discover", "scan", "decode")
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench_codec's record generator
 
 
-def make_table(n: int, value_size: int, partitions: int, seed: int = 7):
+def make_table(n: int, value_size: int, partitions: int):
+    """bench_codec's records, spread round-robin over ``partitions``."""
     import numpy as np
     import pyarrow as pa
+    from bench_codec import make_table as codec_records
 
-    rng = np.random.default_rng(seed)
-    alphabet = np.frombuffer(b'abcdefghijklmnopqrstuvwxyz0123456789 {}":,', np.uint8)
-    values = alphabet[rng.integers(0, len(alphabet) // 3, size=n * value_size)]
-    keys = np.frombuffer(b"".join(b"key-%012d" % (i % 100_000) for i in range(n)), np.uint8)
-    val_offsets = np.arange(0, (n + 1) * value_size, value_size, dtype=np.int32)
-    key_offsets = np.arange(0, (n + 1) * 16, 16, dtype=np.int32)
-    return pa.table({
-        "key": pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(key_offsets),
-                                                      pa.py_buffer(keys)]),
-        "value": pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(val_offsets),
-                                                        pa.py_buffer(values)]),
-        "partition": pa.array(np.arange(n, dtype=np.int32) % partitions, pa.int32()),
-    })
+    table = codec_records(n, value_size)
+    return table.append_column("partition", pa.array(np.arange(n, dtype=np.int32) % partitions))
 
 
 def measure(args: argparse.Namespace) -> dict[str, dict[str, float]]:
