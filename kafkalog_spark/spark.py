@@ -1,17 +1,24 @@
-"""Spark session (Spark layer): the embedded local default, configured the way this package needs.
+"""Spark sessions (datasource layer): the session every Spark entry point gets, configured the
+way this package needs without overriding what spark-submit, ``spark-defaults.conf`` or the
+caller already set.
 
-Every Spark entry point — the CLI, ``jobs/``, examples and tests — gets its session here, so the
-settings live in one place: the workers run this interpreter (``PYSPARK_PYTHON``), session time
-zone UTC (Kafka timestamps are UTC instants), Arrow on, Python DataSource filter pushdown on,
-the ``kafkalog`` data source registered. Any existing session (a cluster's) works too: pass it
-to :func:`register` instead.
+The master comes from, first that exists: the ``master`` argument, spark-submit or
+``spark.master`` (command line, ``PYSPARK_SUBMIT_ARGS``, the properties file),
+``$KAFKALOG_SPARK_MASTER``, else ``local[*]``. Every session gets :data:`REQUIRED_CONF` (UTC
+session time zone, Arrow, Python DataSource filter pushdown) and the ``kafkalog`` data
+source; a value the user set for one of those is kept, with a warning. A local master also gets
+:data:`LOCAL_CONF` (loopback, no UI, few shuffle partitions, 2 GiB driver) where nothing set
+those keys, and its Python workers run this interpreter. A cluster master is left as
+configured: ship the package to its executors as the README's "On a cluster" says.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -23,17 +30,24 @@ from .log.storage import LOCAL
 if TYPE_CHECKING:  # pyspark is imported only when a session is asked for
     from pyspark.sql import SparkSession
 
-# One table of the settings a session gets (documented from here).
-SESSION_CONF: dict[str, str] = {
-    "spark.sql.session.timeZone": "UTC",
+log = logging.getLogger("kafkalog_spark.spark")
+
+# Settings every session gets (documented from here): what the package relies on.
+REQUIRED_CONF: dict[str, str] = {
+    "spark.sql.session.timeZone": "UTC",  # Kafka timestamps are UTC instants
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.sql.python.filterPushdown.enabled": "true",
+    "spark.sql.python.filterPushdown.enabled": "true",  # offset/time/partition pushdown
+}
+# Defaults for a local master, each only where nothing else set it.
+LOCAL_CONF: dict[str, str] = {
+    "spark.driver.memory": "2g",
     "spark.sql.shuffle.partitions": "8",
     "spark.ui.enabled": "false",  # no port to conflict with on shared machines
     "spark.ui.showConsoleProgress": "false",
-    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",  # a laptop's job stays on loopback
     "spark.driver.host": "127.0.0.1",
 }
+DEFAULT_MASTER = "local[*]"
 MIN_JAVA = 17  # PySpark 4.x runs on Java 17 or 21
 
 
@@ -70,26 +84,29 @@ def java_version() -> tuple[str, int]:
     return java, major
 
 
-def session(master: str | None = None, *, app_name: str = "kafkalog", driver_memory: str = "2g",
+def session(master: str | None = None, *, app_name: str = "kafkalog",
+            driver_memory: str | None = None,
             conf: dict[str, str] | None = None) -> "SparkSession":
-    """A Spark session for kafkalog jobs: the active one if there is one, else a local one.
+    """A Spark session for kafkalog jobs: the active one if there is one, else a new one.
 
     Parameters
     ----------
     master : str, optional
-        Spark master; default ``local[*]`` (or ``$KAFKALOG_SPARK_MASTER``).
-    app_name, driver_memory : str
-        Used only when a new session is started.
+        Spark master; else spark-submit's / ``spark.master``, ``$KAFKALOG_SPARK_MASTER``, or
+        ``local[*]`` (module docstring).
+    app_name : str
+        Used when nothing (spark-submit's ``--name``, ``spark.app.name``) named the app.
+    driver_memory : str, optional
+        ``spark.driver.memory`` for a new driver JVM; by default what is configured, else 2g
+        for a local master.
     conf : dict, optional
-        Extra settings, applied over :data:`SESSION_CONF`.
+        Settings the caller wants: applied over everything else.
 
     Returns
     -------
     pyspark.sql.SparkSession
-        Where ``format("kafkalog")`` resolves: PySpark discovers the installed
-        ``pyspark_kafkalog`` package by itself; otherwise the source is registered here. An
-        already active session is returned as it is (call :func:`register` on it if this
-        package is not installed where its Python workers run).
+        Where ``format("kafkalog")`` resolves. An already active session is returned with
+        :data:`REQUIRED_CONF` applied where its own configuration left them unset.
 
     Raises
     ------
@@ -100,22 +117,109 @@ def session(master: str | None = None, *, app_name: str = "kafkalog", driver_mem
 
     active = SparkSession.getActiveSession()
     if active is not None:
+        _apply_required(active)
         return active
     java_version()  # a clear message instead of Spark's "Java gateway process exited"
-    # the Python workers must run this interpreter, with this package importable
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode: stay on loopback
-    builder = SparkSession.builder.master(
-        master or os.environ.get("KAFKALOG_SPARK_MASTER", "local[*]")).appName(app_name)
-    builder = builder.config("spark.driver.memory", driver_memory)
-    for key, value in {**SESSION_CONF, **(conf or {})}.items():
+    configured = configured_conf()
+    chosen = master or configured.get("spark.master") \
+        or os.environ.get("KAFKALOG_SPARK_MASTER") or DEFAULT_MASTER
+    settings: dict[str, str] = {"spark.master": chosen}
+    if "spark.app.name" not in configured:
+        settings["spark.app.name"] = app_name
+    defaults = dict(REQUIRED_CONF)
+    if chosen.startswith("local"):
+        defaults.update(LOCAL_CONF)
+        # the Python workers of a local master run this interpreter, with this package
+        if "spark.pyspark.python" not in configured:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    for key, value in defaults.items():
+        if key not in configured:
+            settings[key] = value
+        elif key in REQUIRED_CONF and configured[key] != value:
+            log.warning("keeping %s=%s as configured; kafkalog_spark assumes %s", key,
+                        configured[key], value)
+    if driver_memory is not None:
+        settings["spark.driver.memory"] = driver_memory
+    settings.update(conf or {})
+    builder = SparkSession.builder
+    for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("WARN")
+    if chosen.startswith("local"):
+        spark.sparkContext.setLogLevel("WARN")
     if importlib.util.find_spec("pyspark_kafkalog") is None:
         register(spark)  # else PySpark registers it by itself (pyspark_* package discovery)
     return spark
+
+
+def _apply_required(spark: Any) -> None:
+    """:data:`REQUIRED_CONF` on a running session, where its start-up configuration did not
+    set the key (runtime SQL settings)."""
+    started = dict(spark.sparkContext.getConf().getAll())
+    for key, value in REQUIRED_CONF.items():
+        if key in started:
+            if started[key] != value:
+                log.warning("keeping %s=%s as configured; kafkalog_spark assumes %s", key,
+                            started[key], value)
+            continue
+        spark.conf.set(key, value)
+
+
+def configured_conf() -> dict[str, str]:
+    """What spark-submit and Spark's configuration files set for the next session.
+
+    Under spark-submit (or once this process runs a JVM) that is the JVM's ``SparkConf``.
+    Otherwise it is what pyspark's own launch of spark-submit will load: the properties file
+    (``--properties-file`` in ``PYSPARK_SUBMIT_ARGS``, else ``spark-defaults.conf`` in
+    ``$SPARK_CONF_DIR`` or ``$SPARK_HOME/conf``) overridden by ``PYSPARK_SUBMIT_ARGS``'
+    ``--master``, ``--name``, ``--driver-memory`` and ``--conf``.
+    """
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        SparkContext._ensure_initialized()  # connects to spark-submit's JVM (never launches one)
+        return dict(SparkConf().getAll())
+    args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
+    flags = {"--master": "spark.master", "--name": "spark.app.name",
+             "--driver-memory": "spark.driver.memory"}
+    given: dict[str, str] = {}
+    props_file = None
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg.startswith("--") and "=" in arg:  # --master=yarn, --conf=spark.x=y
+            (name, value), i = arg.split("=", 1), i + 1
+        elif arg in (*flags, "--conf", "-c", "--properties-file") and i + 1 < len(args):
+            name, value, i = arg, args[i + 1], i + 2
+        else:
+            i += 1
+            continue
+        if name in flags:
+            given[flags[name]] = value
+        elif name in ("--conf", "-c"):
+            key, _, val = value.partition("=")
+            given[key.strip()] = val.strip()
+        elif name == "--properties-file":
+            props_file = value
+    return {**_defaults_file(props_file), **given}
+
+
+def _defaults_file(path: str | None) -> dict[str, str]:
+    from pyspark.find_spark_home import _find_spark_home
+
+    from .codec.checkpoints import parse_java_properties
+
+    if path is None:
+        conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
+        path = os.path.join(conf_dir, "spark-defaults.conf")
+        if not LOCAL.is_file(path):
+            return {}
+    try:
+        props = parse_java_properties(LOCAL.read_text(path), file=path)
+    except OSError as exc:
+        raise SparkSetupError(f"cannot read Spark's properties file {path}: {exc}") from exc
+    return {k: v.strip() for k, v in props.items() if k.startswith("spark.")}
 
 
 def register(spark: Any) -> None:

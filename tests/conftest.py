@@ -70,3 +70,20 @@ def lock_holder():
     yield hold
     for h in holders:
         h.release()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone cluster (master + 2 workers of 1 core, 2 GiB) for the whole test run,
+    from the installed pyspark, on loopback; every process stopped by its pid at the end
+    (``tests/cluster.py``). Tests that use it are marked ``cluster``; they run in CI."""
+    from cluster import StandaloneCluster
+
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2)
+    try:
+        cluster.start()
+    except BaseException:
+        cluster.stop()
+        raise
+    yield cluster
+    cluster.stop()

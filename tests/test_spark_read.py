@@ -130,9 +130,9 @@ def test_auto_registered_without_register(log_dir):
     script = textwrap.dedent(f"""
         import sys
         from pyspark.sql import SparkSession
-        from kafkalog_spark.spark import SESSION_CONF
+        from kafkalog_spark.spark import LOCAL_CONF, REQUIRED_CONF
         b = SparkSession.builder.master("local[1]").appName("autoreg")
-        for k, v in SESSION_CONF.items():
+        for k, v in {{**REQUIRED_CONF, **LOCAL_CONF}}.items():
             b = b.config(k, v)
         spark = b.getOrCreate()
         print("COUNT", spark.read.format("kafkalog").load({str(log_dir)!r}).count())

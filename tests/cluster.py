@@ -1,0 +1,227 @@
+"""A real Spark standalone cluster for the tests: one master and N workers started from the
+installed pyspark (``$SPARK_HOME/bin/spark-class``), on loopback and free ports, each a JVM of
+its own whose executors are further JVMs with their own Python workers — as on a multi-host
+cluster, nothing is shared with the test process but the file system.
+
+Every process is started in a new session and stopped by the pid this module got when it
+started it (its process group: a worker's executors and their Python workers go with it);
+nothing is ever looked up or killed by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+
+
+def spark_home() -> str:
+    from pyspark.find_spark_home import _find_spark_home
+
+    return _find_spark_home()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (Linux ``/proc``)."""
+    out: list[int] = []
+    task_dir = Path(f"/proc/{pid}/task")
+    try:
+        tasks = list(task_dir.iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        for c in children(todo.pop()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+@dataclass
+class StandaloneCluster:
+    """``start()`` / ``stop()`` a master and ``workers`` workers of ``cores`` cores each."""
+
+    root: Path
+    workers: int = 2
+    cores: int = 1
+    memory: str = "2g"
+    master_port: int = 0
+    ui_port: int = 0
+    procs: list[subprocess.Popen] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"spark://127.0.0.1:{self.master_port}"
+
+    def _env(self, name: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(SPARK_LOCAL_IP="127.0.0.1", SPARK_LOG_DIR=str(self.root / "logs"),
+                   SPARK_HOME=spark_home(), SPARK_NO_DAEMONIZE="1",
+                   # the executors' Python: the package installed in this venv (route a)
+                   PYSPARK_PYTHON=sys.executable)
+        env.pop("PYSPARK_GATEWAY_PORT", None)
+        env.pop("PYSPARK_SUBMIT_ARGS", None)
+        env["SPARK_WORKER_DIR"] = str(self.root / name)
+        return env
+
+    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+        log = open(self.root / f"{name}.out", "wb")
+        cmd = [os.path.join(spark_home(), "bin", "spark-class"), *args,
+               "--properties-file", str(self.root / "cluster.conf")]
+        proc = subprocess.Popen(cmd, env=self._env(name), stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+        log.close()
+        self.procs.append(proc)
+        return proc
+
+    def start(self, timeout: float = 120) -> "StandaloneCluster":
+        self.root.mkdir(parents=True, exist_ok=True)
+        (self.root / "cluster.conf").write_text(
+            "spark.master.rest.enabled false\n"
+            "spark.worker.cleanup.enabled false\n"
+            "spark.ui.reverseProxy false\n")
+        self.master_port, self.ui_port = free_port(), free_port()
+        self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
+                               "--port", str(self.master_port),
+                               "--webui-port", str(self.ui_port)])
+        self._wait(lambda state: state is not None, timeout, "the master to start")
+        for i in range(self.workers):
+            self.add_worker(i)
+        self._wait(lambda s: s is not None and self.alive_workers(s) >= self.workers, timeout,
+                   f"{self.workers} workers to register")
+        return self
+
+    def add_worker(self, i: int) -> subprocess.Popen:
+        (self.root / f"worker{i}").mkdir(parents=True, exist_ok=True)
+        return self._spawn(f"worker{i}", [
+            "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
+            "--cores", str(self.cores), "--memory", self.memory, "--webui-port", "0",
+            "--work-dir", str(self.root / f"worker{i}"), self.url])
+
+    def state(self) -> dict | None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
+                return json.load(r)
+        except OSError:
+            return None
+
+    @staticmethod
+    def alive_workers(state: dict) -> int:
+        return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+
+    def _wait(self, ok, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"a cluster process exited ({p.args[1]}): "
+                                       f"{self.log_tail()}")
+            if ok(self.state()):
+                return
+            time.sleep(0.5)
+        raise TimeoutError(f"timed out waiting for {what}: {self.log_tail()}")
+
+    def log_tail(self) -> str:
+        tails = []
+        for f in sorted(self.root.glob("*.out")):
+            tails.append(f"--- {f.name}\n" + f.read_text(errors="replace")[-1500:])
+        return "\n".join(tails)
+
+    def worker_pids(self) -> list[int]:
+        return [p.pid for p in self.procs[1:] if p.poll() is None]
+
+    def executor_pids(self) -> list[int]:
+        """Executor JVMs now running (children of the workers)."""
+        return [c for w in self.worker_pids() for c in children(w)
+                if "CoarseGrainedExecutorBackend" in cmdline(c)]
+
+    def python_worker_pids(self) -> list[int]:
+        """Python worker processes of the executors (pyspark.daemon and its forks)."""
+        return [d for e in self.executor_pids() for d in descendants(e)
+                if "python" in cmdline(d).split(" ")[0]]
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        """Until no application runs (its executors have exited)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s = self.state()
+            if s is not None and not s.get("activeapps") and not self.executor_pids():
+                return
+            time.sleep(0.5)
+
+    def stop(self) -> None:
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                try:
+                    os.killpg(p.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 30
+        for p in reversed(self.procs):
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # whatever of its group is left
+            except ProcessLookupError:
+                pass
+            p.wait()
+        self.procs.clear()
+
+
+def spark_submit(script: str | Path, *args: str, master: str, conf: dict[str, str] | None = None,
+                 submit_args: list[str] | None = None, env: dict[str, str] | None = None,
+                 timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``script`` through the installed pyspark's real ``spark-submit``."""
+    cmd = [str(VENV_BIN / "spark-submit"), "--master", master]
+    if master.startswith("spark://"):  # the driver on loopback, as the cluster is
+        conf = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                **(conf or {})}
+    for k, v in (conf or {}).items():
+        cmd += ["--conf", f"{k}={v}"]
+    cmd += [*(submit_args or []), str(script), *map(str, args)]
+    full_env = dict(os.environ)
+    full_env.pop("PYSPARK_GATEWAY_PORT", None)
+    full_env.pop("PYSPARK_SUBMIT_ARGS", None)
+    full_env["PATH"] = f"{VENV_BIN}{os.pathsep}{full_env.get('PATH', '')}"
+    full_env.setdefault("PYSPARK_PYTHON", sys.executable)
+    full_env.update(env or {})
+    done = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO)
+    if check and done.returncode != 0:
+        raise AssertionError(f"spark-submit failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
+                             f"{done.stderr[-6000:]}")
+    return done

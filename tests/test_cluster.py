@@ -1,0 +1,114 @@
+"""Spark where it really runs: sessions under the real spark-submit, and the standalone cluster
+fixture (master + 2 workers, executors in their own JVMs and Python processes)."""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cluster import spark_submit
+
+pytestmark = pytest.mark.spark
+
+SHOW_SESSION = textwrap.dedent("""
+    import json, os, sys
+    from kafkalog_spark.spark import session
+    spark = session()
+    c = spark.conf
+    keys = ["spark.sql.shuffle.partitions", "spark.app.name", "spark.sql.session.timeZone",
+            "spark.ui.enabled", "spark.sql.python.filterPushdown.enabled",
+            "spark.sql.execution.arrow.pyspark.enabled", "spark.driver.host"]
+    out = {k: c.get(k, None) for k in keys}
+    out["master"] = spark.sparkContext.master
+    out["pids"] = sorted(set(spark.sparkContext.parallelize(range(8), 4)
+                             .map(lambda _: os.getpid()).collect()))
+    out["driver_pid"] = os.getpid()
+    print("SESSION " + json.dumps(out))
+    spark.stop()
+""")
+
+
+def _session_of(done) -> dict:
+    line = [x for x in done.stdout.splitlines() if x.startswith("SESSION ")][-1]
+    return json.loads(line[len("SESSION "):])
+
+
+@pytest.fixture(scope="module")
+def show_session(tmp_path_factory) -> Path:
+    p = tmp_path_factory.mktemp("submit") / "show_session.py"
+    p.write_text(SHOW_SESSION)
+    return p
+
+
+def test_spark_submit_master_and_conf_survive(show_session):
+    """What spark-submit sets wins over the package's defaults; the settings the package needs
+    fill in what it left unset; a required setting the user changed is kept, with a warning."""
+    done = spark_submit(show_session, master="local[1]",
+                        conf={"spark.sql.shuffle.partitions": "3",
+                              "spark.sql.session.timeZone": "Europe/Paris"},
+                        submit_args=["--name", "mine"])
+    got = _session_of(done)
+    assert got["master"] == "local[1]"
+    assert got["spark.sql.shuffle.partitions"] == "3"
+    assert got["spark.app.name"] == "mine"
+    assert got["spark.sql.session.timeZone"] == "Europe/Paris"
+    # spark-submit's PythonRunner merges the driver's stderr into its stdout
+    assert "keeping spark.sql.session.timeZone=Europe/Paris" in done.stdout + done.stderr
+    assert got["spark.sql.python.filterPushdown.enabled"] == "true"
+    assert got["spark.sql.execution.arrow.pyspark.enabled"] == "true"
+    assert got["spark.ui.enabled"] == "false"  # a local master: the package's default
+
+
+def test_spark_defaults_file_and_env_master(show_session, tmp_path):
+    """Without spark-submit: spark-defaults.conf in SPARK_CONF_DIR is not overridden, and
+    $KAFKALOG_SPARK_MASTER picks the master when nothing else does."""
+    import subprocess
+    import sys
+
+    conf_dir = tmp_path / "conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.sql.shuffle.partitions 5\n"
+                                                  "spark.ui.showConsoleProgress true\n")
+    env = dict(os.environ, SPARK_CONF_DIR=str(conf_dir), KAFKALOG_SPARK_MASTER="local[1]")
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    done = subprocess.run([sys.executable, str(show_session)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = _session_of(done)
+    assert got["master"] == "local[1]"
+    assert got["spark.sql.shuffle.partitions"] == "5"
+    assert got["spark.sql.session.timeZone"] == "UTC"
+
+
+def test_configured_conf_reads_submit_args(monkeypatch, tmp_path):
+    """PYSPARK_SUBMIT_ARGS as spark-submit parses it: flags, --conf in both spellings, and a
+    --properties-file that replaces spark-defaults.conf."""
+    from kafkalog_spark.spark import configured_conf
+
+    props = tmp_path / "my.conf"
+    props.write_text("spark.executor.memory=3g\nnot.spark.key 1\nspark.master yarn\n")
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS",
+                       f"--master=local[3] --name x --conf spark.a=1 --conf=spark.b=2 "
+                       f"-c spark.c=3 --driver-memory 3g --properties-file {props} pyspark-shell")
+    got = configured_conf()
+    assert got == {"spark.master": "local[3]", "spark.app.name": "x", "spark.a": "1",
+                   "spark.b": "2", "spark.c": "3", "spark.driver.memory": "3g",
+                   "spark.executor.memory": "3g"}
+
+
+@pytest.mark.cluster
+def test_cluster_runs_tasks_in_executor_processes(spark_cluster, show_session):
+    """The fixture's two workers serve one application with two executors: tasks run in
+    Python processes that are neither the driver nor each other's."""
+    assert spark_cluster.alive_workers(spark_cluster.state()) == 2
+    done = spark_submit(show_session, master=spark_cluster.url)
+    got = _session_of(done)
+    assert got["master"] == spark_cluster.url
+    assert got["spark.ui.enabled"] is None  # local-master defaults stay off a cluster
+    assert got["driver_pid"] not in got["pids"]
+    assert len(got["pids"]) >= 2
