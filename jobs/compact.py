@@ -16,7 +16,7 @@ import json
 import sys
 
 from kafkalog_spark.compaction.compact import compact
-from kafkalog_spark.report import parse_config_options, render_compaction
+from kafkalog_spark.report import parse_config_options, render_compaction, run_job
 from kafkalog_spark.spark import session
 
 
@@ -41,4 +41,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -16,7 +16,7 @@ import json
 import sys
 
 from kafkalog_spark.delta import migrate
-from kafkalog_spark.errors import KafkaLogError
+from kafkalog_spark.report import run_job
 from kafkalog_spark.spark import session
 
 
@@ -40,21 +40,17 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("give at least one SRC and a DEST")
     *sources, dest = args.paths
     spark = session(app_name="kafkalog-migrate-delta")
-    try:
-        metrics = migrate(sources, dest, spark=spark, dry_run=args.dry_run, topics=args.topics,
-                          topic_pattern=args.topic_pattern, layout=args.layout,
-                          partition_by=args.partition_by, include_headers=not args.no_headers,
-                          include_metadata=not args.no_metadata,
-                          isolation_level=args.isolation_level,
-                          decode_internal=not args.no_decode_internal,
-                          fail_on_data_loss=not args.no_fail_on_data_loss, writer=args.writer,
-                          engine="spark")
-    except KafkaLogError as exc:
-        print(f"Error: {exc}", file=sys.stderr)
-        return 2
+    metrics = migrate(sources, dest, spark=spark, dry_run=args.dry_run, topics=args.topics,
+                      topic_pattern=args.topic_pattern, layout=args.layout,
+                      partition_by=args.partition_by, include_headers=not args.no_headers,
+                      include_metadata=not args.no_metadata,
+                      isolation_level=args.isolation_level,
+                      decode_internal=not args.no_decode_internal,
+                      fail_on_data_loss=not args.no_fail_on_data_loss, writer=args.writer,
+                      engine="spark")
     print(json.dumps(metrics, indent=2))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -17,7 +17,7 @@ import sys
 
 from kafkalog_spark.recovery.recover import recover
 from kafkalog_spark.recovery.verify_job import verify_spark
-from kafkalog_spark.report import render_recovery, render_verify
+from kafkalog_spark.report import render_recovery, render_verify, run_job
 from kafkalog_spark.spark import session
 
 
@@ -45,4 +45,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -15,7 +15,7 @@ import argparse
 import json
 import sys
 
-from kafkalog_spark.report import parse_config_options, render_retention
+from kafkalog_spark.report import parse_config_options, render_retention, run_job
 from kafkalog_spark.retention.retain import retain
 
 
@@ -37,4 +37,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_job(main))

@@ -95,6 +95,11 @@ class LogDirError(KafkaLogError):
     """A directory that is not a valid Kafka log dir / partition dir, or a naming problem."""
 
 
+class PathNotSharedError(LogDirError):
+    """A path the driver planned from is missing where a Spark task runs: log dirs and
+    destinations must be on storage every executor reaches under the same path."""
+
+
 class LogDirLockedError(LogDirError):
     """A live process (a broker) holds the log dir's ``.lock``."""
 

@@ -10,15 +10,30 @@ importing this module loads none of the maintenance jobs.
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from .errors import InvalidOptionError
+from .errors import InvalidOptionError, KafkaLogError
 
 if TYPE_CHECKING:  # annotations only: a command module loads the job it runs itself
     from .compaction.compact import CompactionResult
     from .log.verify import VerifyReport
     from .recovery.recover import RecoveryReport
     from .retention.retain import RetentionResult
+
+
+# --- entry points ----------------------------------------------------------------------------
+
+def run_job(main: Callable[[], int]) -> int:
+    """Run a spark-submit entry point as the CLI runs a command: a library error (bad input, a
+    locked log dir, a path executors cannot reach) prints one line ``Error: ...`` on stderr and
+    exits with code 2; anything else keeps its traceback."""
+    try:
+        return main()
+    except KafkaLogError as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 2
 
 
 # --- options ---------------------------------------------------------------------------------

@@ -79,7 +79,8 @@ def spark_cluster(tmp_path_factory):
     (``tests/cluster.py``). Tests that use it are marked ``cluster``; they run in CI."""
     from cluster import StandaloneCluster
 
-    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-cluster"), workers=2)
+    root = tmp_path_factory.mktemp("spark-cluster")
+    cluster = StandaloneCluster(root, workers=2, hidden=root / "driver-only")
     try:
         cluster.start()
     except BaseException:

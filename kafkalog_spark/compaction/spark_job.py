@@ -42,6 +42,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
+from ..datasource.executors import planned_files, require_visible, task_errors
 from ..log.storage import storage_for
 from ..log.staging import create_staging_dir, remove_staging_dir
 from .plan import CleaningPlan, GroupTask
@@ -57,7 +58,8 @@ def key_batches(task: GroupTask, tp: int, gid: int,
                 max_rows: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
     """The key rows of one (single-segment) task as Arrow batches of :data:`ROW_SCHEMA` (what a
     key task hands Spark); ``tp`` and ``gid`` number its partition and group."""
-    rows = key_rows(task)
+    with planned_files(Path(task.sources[0].log).parent):
+        rows = key_rows(task)
     offsets = rows.column("offset")
     n = rows.num_rows
     table = pa.table({
@@ -166,6 +168,7 @@ def rewrite_task(retained_dir: str, item: tuple[GroupTask, int, str]) -> tuple[i
     cleaned segment streamed into the partition dir (:func:`write_cleaned`). Returns ``(gid,
     path, stats as JSON)``."""
     task, gid, pdir = item
+    require_visible(pdir, "partition dir")
     out = write_cleaned(task, read_retained(retained_dir, gid), pdir)
     return gid, str(out.path), json.dumps(out.stats)
 
@@ -212,16 +215,17 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
             chunks = chunk_tasks(singles, max(sc.defaultParallelism * 2, total // CHUNK_BYTES),
                                  size=lambda i: _log_size(i[0]))
             blob = base64.b64encode(pickle.dumps(chunks)).decode("ascii")
-            rows = spark.read.format(KEYS_SOURCE).option("tasks", blob).load()
-            retained, per_key = retained_offsets(rows)
-            n_out = max(1, min(len(items), sc.defaultParallelism * 2))
-            (retained.repartition(n_out, "gid").write.partitionBy("gid").mode("overwrite")
-             .parquet(retained_dir))
-            per_key.unpersist()
-            t1 = time.perf_counter()
-            work = [(g, gid, pdir) for g, _, gid, pdir in items]
-            results = (sc.parallelize(work, max(1, min(len(work), sc.defaultParallelism * 4)))
-                       .map(lambda item: rewrite_task(retained_dir, item)).collect())
+            with task_errors():  # a task's typed error (unreachable log dir, bad data) as is
+                rows = spark.read.format(KEYS_SOURCE).option("tasks", blob).load()
+                retained, per_key = retained_offsets(rows)
+                n_out = max(1, min(len(items), sc.defaultParallelism * 2))
+                (retained.repartition(n_out, "gid").write.partitionBy("gid").mode("overwrite")
+                 .parquet(retained_dir))
+                per_key.unpersist()
+                t1 = time.perf_counter()
+                work = [(g, gid, pdir) for g, _, gid, pdir in items]
+                results = (sc.parallelize(work, max(1, min(len(work), sc.defaultParallelism * 4)))
+                           .map(lambda item: rewrite_task(retained_dir, item)).collect())
             t2 = time.perf_counter()
             stats["shuffle_seconds"] = stats.get("shuffle_seconds", 0.0) + t1 - t0
             stats["rewrite_seconds"] = stats.get("rewrite_seconds", 0.0) + t2 - t1

@@ -29,6 +29,7 @@ from ..codec.schema import record_schema
 from ..log.lookup import position_for_offset
 from ..log.storage import mapped_file
 from ..log.transactions import aborted_mask
+from .executors import planned_files
 from .options import ReadOptions, parse_read_options
 from .plan import Bounds, pack_splits, plan_scan, push_filters
 from .splits import KafkaLogSplit, KafkaLogTask
@@ -49,7 +50,7 @@ def read_split(split: KafkaLogSplit, opts: ReadOptions,
                             max_rows=opts.max_rows_per_batch)
     names = record_schema(opts.include_headers, opts.include_metadata).names
     seg = split.segment
-    with mapped_file(seg.log) as buf:
+    with planned_files(seg.dir), mapped_file(seg.log) as buf:
         start, end = _byte_range(split, buf)
         if end is not None and start >= end:
             return

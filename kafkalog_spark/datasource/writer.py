@@ -47,6 +47,7 @@ from ..log.storage import storage_for
 from ..log.publish import publish
 from ..log.staging import STAGING_INFIX, PartitionStager, StagedPartition, remove_staging_dir
 from ..log.writer import metrics
+from .executors import require_visible
 from .write_options import WriteOptions, parse_write_options
 
 WRITTEN_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
@@ -140,6 +141,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         else:  # called outside Spark (tests, embedding): each call is the next "task"
             self._local_calls = pid = getattr(self, "_local_calls", -1) + 1
             attempt = 0
+        require_visible(Path(self.log_dir).parent, "folder of the log dir")
         task_dir = Path(self.staging) / f"task-{pid:05d}-{attempt}"
         router = _Router(self, pid)
         stagers: dict[tuple[str, int], PartitionStager] = {}

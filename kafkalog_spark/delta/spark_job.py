@@ -29,6 +29,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
 from ..datasource.options import ReadOptions, parse_read_options
+from ..datasource.executors import require_visible, task_errors
 from ..datasource.reader import KafkaLogReader
 from ..log.storage import storage_for
 from .columns import transform
@@ -55,6 +56,8 @@ def delta_jars_available(spark: "SparkSession") -> bool:
 
 
 SCHEMA_OPTION = "kafkalog.delta.schema"  # the rows' Arrow schema (IPC, base64) for the tasks
+DEST_OPTION = "kafkalog.delta.destination"  # the table's folder: tasks check they can reach it
+_OWN_OPTIONS = (SCHEMA_OPTION.lower(), DEST_OPTION.lower())
 
 
 class MigrationRows(DataSource):
@@ -75,19 +78,23 @@ class MigrationRows(DataSource):
         return from_arrow_schema(self._arrow_schema())
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        read = {k: v for k, v in self.options.items() if k.lower() != SCHEMA_OPTION.lower()}
-        return _MigrationReader(parse_read_options(read), self._arrow_schema())
+        read = {k: v for k, v in self.options.items() if k.lower() not in _OWN_OPTIONS}
+        return _MigrationReader(parse_read_options(read), self._arrow_schema(),
+                                self.options.get(DEST_OPTION))
 
 
 class _MigrationReader(KafkaLogReader):
     """The ``kafkalog`` reader (same planning and task packing: many small segments per task,
     so one Parquet file per task rather than per segment) with :func:`transform` applied."""
 
-    def __init__(self, options: ReadOptions, schema: pa.Schema) -> None:
+    def __init__(self, options: ReadOptions, schema: pa.Schema, destination: str | None) -> None:
         super().__init__(options)
         self.arrow_schema = schema
+        self.destination = destination
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if self.destination is not None:  # Spark's Parquet writer runs on this executor too
+            require_visible(self.destination, "Delta table folder")
         for batch in super().read(partition):
             yield transform(batch, self.arrow_schema)
 
@@ -98,7 +105,7 @@ def _dataframe(spark: "SparkSession", plan: TablePlan, read_options: dict[str, s
     # as many tasks as cores: a table of small segments then costs a few tasks, not 16
     read_options = {"minPartitions": str(spark.sparkContext.defaultParallelism), **read_options}
     return (spark.read.format(MigrationRows.name()).options(**read_options)
-            .option(SCHEMA_OPTION, encoded).load())
+            .option(SCHEMA_OPTION, encoded).option(DEST_OPTION, str(plan.path)).load())
 
 
 def write_spark(spark: "SparkSession", plan: TablePlan, read_options: dict[str, str],
@@ -113,7 +120,8 @@ def write_spark(spark: "SparkSession", plan: TablePlan, read_options: dict[str, 
         writer = df.write.mode("errorifexists").option("compression", "snappy")
         if partition_by:
             writer = writer.partitionBy(*partition_by)
-        writer.parquet(str(staging))
+        with task_errors():
+            writer.parquet(str(staging))
     finally:
         if previous is None:
             spark.conf.unset(key)
@@ -161,6 +169,7 @@ def write_delta_spark(spark: "SparkSession", plan: TablePlan, read_options: dict
                   .option("txnVersion", str(part.end)))
         if opts.partition_by:
             writer = writer.partitionBy(*opts.partition_by)
-        writer.save(str(plan.path))
+        with task_errors():
+            writer.save(str(plan.path))
         commits += 1
     return commits

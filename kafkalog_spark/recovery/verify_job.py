@@ -23,10 +23,11 @@ does, so both give the same problems in the same order. Executors must see the s
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from ..datasource.executors import require_visible, task_errors
 from ..log.discovery import discover
 from ..log.verify import VerifyReport, assemble_report
 from ..log.verify_partitions import verify_producer_state
@@ -60,11 +61,20 @@ def _check_segment(unit: tuple, deep: bool, check_indexes: bool) -> SegmentCheck
                           topic=topic, partition=partition)
 
 
+def _log_dirs_visible(segments: Iterable[Any]) -> None:
+    """In a task: every log dir of ``segments`` is reachable here (else PathNotSharedError,
+    not a report of unreadable files)."""
+    for log_dir in {seg.dir.parent for seg in segments}:
+        require_visible(log_dir, "log dir")
+
+
 def _segment_bin(units: list, deep: bool, check_indexes: bool) -> list[tuple[int, int, SegmentCheck]]:
+    _log_dirs_visible(u[2] for u in units)
     return [(u[0], u[1], _check_segment(u, deep, check_indexes)) for u in units]
 
 
 def _partition_bin(units: list, deep: bool, check_indexes: bool) -> list[tuple[int, list, list]]:
+    _log_dirs_visible(u[2] for _, _, seg_units in units for u in seg_units)
     out = []
     for pi, part, seg_units in units:
         checks = [_check_segment(u, deep, check_indexes) for u in seg_units]
@@ -113,6 +123,7 @@ def plan_bins(parts: Sequence, n: int,
     return "segments", balance([u for units in seg_units for u in units], n)
 
 
+@task_errors()
 def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                  *, deep: bool = False, check_indexes: bool = True,
                  tasks: int | None = None) -> VerifyReport:
