@@ -29,13 +29,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", action="append", default=[], help="NAME=VALUE override")
     parser.add_argument("--config-file", default=None, help="JSON/.properties topic configs")
     parser.add_argument("--topic", action="append", default=None, help="only this topic")
+    parser.add_argument("--high-watermark", default="checkpoint", choices=["checkpoint", "log-end"],
+                        help="log-end: treat the log end as the high watermark (a copied dir "
+                             "no broker will load again)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     spark = session(app_name="kafkalog-compact") if args.execute else None
     result = compact(args.log_dirs, execute=args.execute, now_ms=args.now, force=args.force,
                      options=parse_config_options(tuple(args.config)),
                      config_file=args.config_file, topics=args.topic,
-                     engine="spark", spark=spark)
+                     engine="spark", spark=spark, high_watermark=args.high_watermark)
     print(json.dumps(result.to_dict(), indent=2) if args.json else render_compaction(result))
     return 0
 

@@ -27,11 +27,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", action="append", default=[], help="NAME=VALUE override")
     parser.add_argument("--config-file", default=None, help="JSON/.properties topic configs")
     parser.add_argument("--delete-delay-ms", type=int, default=0)
+    parser.add_argument("--high-watermark", default="checkpoint", choices=["checkpoint", "log-end"],
+                        help="log-end: treat the log end as the high watermark (a copied dir "
+                             "no broker will load again)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     result = retain(args.log_dirs, execute=args.execute, now_ms=args.now,
                     options=parse_config_options(tuple(args.config)),
-                    config_file=args.config_file, delete_delay_ms=args.delete_delay_ms)
+                    config_file=args.config_file, delete_delay_ms=args.delete_delay_ms,
+                    high_watermark=args.high_watermark)
     print(json.dumps(result.to_dict(), indent=2) if args.json else render_retention(result))
     return 0
 

@@ -103,12 +103,14 @@ def render_compaction(result: CompactionResult) -> str:
         lines.append(f"{d['partition']}: {verb} offsets [{d['first_dirty_offset']}, "
                      f"{d['first_uncleanable_offset']}) dirty, {d['reason']}")
         lines.append(f"  segment groups (base offsets): {d['groups']}")
+    for s in result.skipped:
+        lines.append(f"{s.topic}-{s.partition}: skipped: {s.reason}")
     m = result.metrics
     counts = "" if not result.executed else (
         f", records {m['records_read']} -> {m['records_kept']}, bytes {m['bytes_read']} -> "
         f"{m['bytes_written']}")
-    lines.append(f"{verb} {m['partitions_cleaned']} partitions ({m['partitions_skipped']} had "
-                 f"nothing due, now={m['now_ms']}){counts}"
+    lines.append(f"{verb} {m['partitions_cleaned']} partitions ({m['partitions_skipped']} "
+                 f"skipped, now={m['now_ms']}){counts}"
                  + ("" if result.executed or not result.plans else "; run again with --execute"))
     return "\n".join(lines)
 

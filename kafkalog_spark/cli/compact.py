@@ -26,7 +26,8 @@ from .progress import Progress, progress_option, segment_files
 @progress_option
 def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
             configs: tuple[str, ...], config_file: str | None, topics: tuple[str, ...],
-            force: bool, engine: str, as_json: bool, progress: bool | None) -> None:
+            high_watermark: str, force: bool, engine: str, as_json: bool,
+            progress: bool | None) -> None:
     """Compact topics whose cleanup.policy includes compact: keep the latest record per key,
     drop aborted data, tombstones and markers past their delete horizon, keep every surviving
     record's offset; swap segments in Kafka's crash-safe order and update
@@ -38,7 +39,8 @@ def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
     with Progress("compact", enabled=progress, files=files):
         result = compact(list(log_dirs), execute=execute, now_ms=now_ms,
                          options=parse_config_options(configs), config_file=config_file,
-                         topics=list(topics) or None, force=force, engine=engine)
+                         topics=list(topics) or None, force=force, engine=engine,
+                         high_watermark=high_watermark)
     click.echo(json.dumps(result.to_dict(), indent=2) if as_json else render_compaction(result))
     if result.plans and not execute:
         sys.exit(1)

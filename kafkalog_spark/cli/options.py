@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from ..log.partition_state import HIGH_WATERMARK_SOURCES
 from ..log.storage import storage_for
 
 
@@ -42,7 +43,8 @@ def config_options(config_example: str) -> Callable[[Any], Any]:
 
 
 def maintenance_options(config_example: str) -> Callable[[Any], Any]:
-    """``LOG_DIRS...``, ``--execute``, ``--now``, ``--config``, ``--config-file``, ``--topic``;
+    """``LOG_DIRS...``, ``--execute``, ``--now``, ``--config``, ``--config-file``, ``--topic``,
+    ``--high-watermark``;
     ``config_example`` shows a typical ``--config`` override in the help text."""
     return _apply([
         click.argument("log_dirs", nargs=-1, required=True,
@@ -52,6 +54,12 @@ def maintenance_options(config_example: str) -> Callable[[Any], Any]:
         click.option("--now", "now_ms", type=int, help="Current time in ms (reproducible runs)."),
         *_config_decorators(config_example),
         click.option("--topic", "topics", multiple=True, help="Only these topics."),
+        click.option("--high-watermark", type=click.Choice(HIGH_WATERMARK_SOURCES),
+                     default="checkpoint", show_default=True,
+                     help="Where the high watermark comes from: replication-offset-checkpoint "
+                          "(Kafka's rule: without an entry nothing is cleanable or deletable), "
+                          "or the log end offset - only for a copied log dir that no broker "
+                          "will load again."),
     ])
 
 

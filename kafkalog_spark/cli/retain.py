@@ -23,18 +23,20 @@ from .options import maintenance_options
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and metrics as JSON.")
 def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
             configs: tuple[str, ...], config_file: str | None, topics: tuple[str, ...],
-            delete_delay_ms: int, as_json: bool) -> None:
+            high_watermark: str, delete_delay_ms: int, as_json: bool) -> None:
     """Delete segments below the log start offset, beyond retention.bytes or older than
     retention.ms (never above the high watermark, never the active segment), updating
     log-start-offset-checkpoint first. Refuses a log dir a broker holds.
 
     The high watermark comes from replication-offset-checkpoint; a partition missing from it
     deletes nothing above its log start offset, as on a broker (its high watermark starts at
-    the log start offset; a live leader would soon raise it, offline it stays there).
+    the log start offset; a live leader would soon raise it, offline it stays there) — unless
+    --high-watermark log-end, for a copied dir no broker will load again.
     """
     result = retain(list(log_dirs), execute=execute, now_ms=now_ms,
                     options=parse_config_options(configs), config_file=config_file,
-                    topics=list(topics) or None, delete_delay_ms=delete_delay_ms)
+                    topics=list(topics) or None, delete_delay_ms=delete_delay_ms,
+                    high_watermark=high_watermark)
     click.echo(json.dumps(result.to_dict(), indent=2) if as_json else render_retention(result))
     if result.metrics["segments_deleted"] and not execute:
         sys.exit(1)

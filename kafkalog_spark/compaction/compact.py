@@ -37,8 +37,8 @@ from ..log.lock import ensure_not_locked, hold_lock
 from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
 from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
-from ..log.partition_state import partition_state, read_offsets
-from .plan import CleaningPlan, plan_partition
+from ..log.partition_state import check_high_watermark_source, partition_state, read_offsets
+from .plan import CleaningPlan, Skipped, plan_partition
 from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows,
                       retained_offsets_local, write_cleaned)
 
@@ -54,7 +54,7 @@ class CompactionResult:
     now_ms: int
     engine: str
     plans: list[CleaningPlan] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
     stats: dict[str, float] = field(default_factory=dict)
     retention: dict[str, Any] | None = None
 
@@ -68,12 +68,13 @@ class CompactionResult:
 
     def to_dict(self) -> dict[str, Any]:
         return {"metrics": self.metrics, "partitions": [p.to_dict() for p in self.plans],
-                "skipped": self.skipped}
+                "skipped": [s.to_dict() for s in self.skipped]}
 
 
 def plan_log_dir(log_dir, *, now_ms: int, options: Mapping[str, Any] | None,
                  config_file: str | os.PathLike[str] | None, topics: Sequence[str] | None,
-                 force: bool, skipped: list[str]) -> list[CleaningPlan]:
+                 force: bool, skipped: list[Skipped],
+                 high_watermark: str = "checkpoint") -> list[CleaningPlan]:
     """Cleaning plans of the compacted partitions of one discovered log dir."""
     cleaner = read_offsets(log_dir.path, N.CLEANER_OFFSET_CHECKPOINT)
     log_start = read_offsets(log_dir.path, N.LOG_START_OFFSET_CHECKPOINT)
@@ -83,13 +84,11 @@ def plan_log_dir(log_dir, *, now_ms: int, options: Mapping[str, Any] | None,
                                               topics=topics):
         if not config.compact:
             continue
-        state = partition_state(part, log_dir.path, log_start=log_start, replication=replication)
+        state = partition_state(part, log_dir.path, log_start=log_start, replication=replication,
+                                high_watermark=high_watermark)
         plan = plan_partition(state, config, cleaner_checkpoint=cleaner.get(state.tp),
                               now_ms=now_ms, force=force)
-        if plan is None:
-            skipped.append(f"{part.topic}-{part.partition}")
-        else:
-            plans.append(plan)
+        (skipped if isinstance(plan, Skipped) else plans).append(plan)
     return plans
 
 
@@ -152,7 +151,8 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             options: Mapping[str, Any] | None = None,
             config_file: str | os.PathLike[str] | None = None,
             topics: Sequence[str] | None = None, force: bool = False, engine: str = "local",
-            spark: Any = None, step: Step | None = None) -> CompactionResult:
+            spark: Any = None, step: Step | None = None,
+            high_watermark: str = "checkpoint") -> CompactionResult:
     """Plan (and with ``execute`` carry out) one cleaning round on stopped brokers' log dirs.
 
     Parameters
@@ -175,6 +175,10 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         For ``engine="spark"`` (default: :func:`kafkalog_spark.spark.session`).
     step : callable, optional
         Called with a label before every file operation of a swap (progress, crash tests).
+    high_watermark : {"checkpoint", "log-end"}
+        Kafka's rule (``replication-offset-checkpoint``; without an entry nothing is
+        cleanable), or the log end offset — only for a copied dir no broker will load again
+        (:func:`kafkalog_spark.log.partition_state.partition_state`).
 
     Raises
     ------
@@ -193,7 +197,8 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                                  + ", ".join(str(p.path) for p in found.partitions))
     result = CompactionResult(execute, now_ms, engine)
     kw = dict(now_ms=now_ms, options=options, config_file=config_file, topics=topics,
-              force=force, skipped=result.skipped)
+              force=force, skipped=result.skipped,
+              high_watermark=check_high_watermark_source(high_watermark))
     if not execute:
         for log_dir in found.log_dirs:
             result.plans += plan_log_dir(log_dir, **kw)
@@ -218,7 +223,8 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     both = sorted({p.state.topic for p in result.plans if p.config.delete})
     if both:
         result.retention = retain(dirs, execute=True, now_ms=now_ms, options=options,
-                                  config_file=config_file, topics=both).metrics
+                                  config_file=config_file, topics=both,
+                                  high_watermark=high_watermark).metrics
     for key in ("bytes_read", "records_read", "records_kept", "bytes_written"):
         result.stats.setdefault(key, 0)
     return result

@@ -100,6 +100,23 @@ class CleaningPlan:
                 "groups": [[s.base_offset for s in g.sources] for g in self.groups]}
 
 
+@dataclass(frozen=True)
+class Skipped:
+    """A compacted partition with nothing to clean this round, and why."""
+
+    topic: str
+    partition: int
+    reason: str
+
+    def to_dict(self) -> dict:
+        return {"partition": f"{self.topic}-{self.partition}", "reason": self.reason}
+
+
+NO_HIGH_WATERMARK = ("no high watermark known (no replication-offset-checkpoint entry), so "
+                     "nothing is cleanable, as in Kafka; for a copied log dir that no broker "
+                     "will load again, --high-watermark log-end takes the log end instead")
+
+
 def _overlapping(segs: list[SegmentState], ends: list[int], lo: int, hi: int) -> list[int]:
     return [i for i, s in enumerate(segs) if s.base_offset < hi and ends[i] > lo]
 
@@ -112,41 +129,55 @@ def _first_batch_timestamp(seg: SegmentState) -> int:
 
 def choose_range(state: PartitionState, config: TopicConfig, *, cleaner_checkpoint: int | None,
                  last_stable_offset: int, now_ms: int, force: bool
-                 ) -> tuple[int, int, int, int, str | None]:
-    """§15.2: ``(first_dirty, first_uncleanable, clean_bytes, cleanable_bytes, reason)``;
-    ``reason`` is ``None`` when the partition is not eligible."""
+                 ) -> tuple[int, int, int, int, str | None, str | None]:
+    """§15.2: ``(first_dirty, first_uncleanable, clean_bytes, cleanable_bytes, reason,
+    why_not)``; ``reason`` says why the partition is eligible, ``why_not`` (when ``reason`` is
+    ``None``) why it is not."""
     segs = list(state.segments)
     nexts = [s.base_offset for s in segs[1:]] + [state.log_end_offset]
     first_dirty = state.log_start_offset if cleaner_checkpoint is None else cleaner_checkpoint
     if not state.log_start_offset <= first_dirty <= state.log_end_offset:
         first_dirty = state.log_start_offset
     active_base = segs[-1].base_offset
-    bound = min(last_stable_offset, state.high_watermark, active_base)
+    # (offset, rank, why cleaning stops there): the lowest bound limits; of equal bounds the
+    # lowest rank is the most telling explanation
+    hw = state.high_watermark
+    bounds = [(active_base, 4, f"nothing dirty below the active segment (cleaned up to offset "
+                               f"{first_dirty})"),
+              (last_stable_offset, 1, f"an open transaction keeps the last stable offset at "
+                                      f"{last_stable_offset}"),
+              (hw, 3, f"the high watermark {hw} is not above the first dirty offset "
+                      f"{first_dirty}") if state.high_watermark_known else (hw, 0, NO_HIGH_WATERMARK)]
     if config.min_compaction_lag_ms > 0:
         for i in _overlapping(segs, nexts, first_dirty, 2**63 - 1):
             if i < len(segs) - 1 and segs[i].largest_timestamp > now_ms - config.min_compaction_lag_ms:
-                bound = min(bound, segs[i].base_offset)
+                bounds.append((segs[i].base_offset, 2, f"min.compaction.lag.ms "
+                               f"{config.min_compaction_lag_ms} has not passed for segment "
+                               f"{segs[i].base_offset}"))
                 break
+    bound = min(bounds)[0]
     first_uncleanable = max(first_dirty, bound)
     clean = sum(segs[i].size for i in _overlapping(segs, nexts, -1, first_dirty))
     floor = max((i for i, s in enumerate(segs) if s.base_offset <= first_uncleanable), default=0)
     unclean_base = segs[floor].base_offset
     cleanable = sum(segs[i].size for i in _overlapping(segs, nexts, min(first_dirty, unclean_base),
                                                         unclean_base))
+    found = first_dirty, first_uncleanable, clean, cleanable
     if first_uncleanable <= first_dirty or cleanable == 0:
-        return first_dirty, first_uncleanable, clean, cleanable, None
+        return (*found, None, min(bounds)[2])
     if force:
-        return first_dirty, first_uncleanable, clean, cleanable, "forced"
+        return (*found, "forced", None)
     ratio = cleanable / (clean + cleanable)
     if ratio > config.min_cleanable_dirty_ratio:
-        return (first_dirty, first_uncleanable, clean, cleanable,
-                f"dirty ratio {ratio:.3f} > min.cleanable.dirty.ratio {config.min_cleanable_dirty_ratio}")
+        return (*found, f"dirty ratio {ratio:.3f} > min.cleanable.dirty.ratio "
+                        f"{config.min_cleanable_dirty_ratio}", None)
     if config.max_compaction_lag_ms < 2**63 - 1:
         stamps = [t for i in _overlapping(segs, nexts, first_dirty, 2**63 - 1)[:-1]
                   if (t := _first_batch_timestamp(segs[i])) > 0]
         if stamps and min(stamps) < now_ms - config.max_compaction_lag_ms:
-            return first_dirty, first_uncleanable, clean, cleanable, "max.compaction.lag.ms passed"
-    return first_dirty, first_uncleanable, clean, cleanable, None
+            return (*found, "max.compaction.lag.ms passed", None)
+    return (*found, None, f"dirty ratio {ratio:.3f} <= min.cleanable.dirty.ratio "
+                          f"{config.min_cleanable_dirty_ratio}")
 
 
 def group_segments(segs: list[SegmentState], end_offset: int, segment_bytes: int,
@@ -259,18 +290,19 @@ def transaction_facts(segs: list[SegmentState], producers: dict[int, tuple[int, 
 
 
 def plan_partition(state: PartitionState, config: TopicConfig, *, cleaner_checkpoint: int | None,
-                   now_ms: int, force: bool = False) -> CleaningPlan | None:
-    """Plan one partition's cleaning round, or ``None`` when it has nothing to clean."""
+                   now_ms: int, force: bool = False) -> CleaningPlan | Skipped:
+    """Plan one partition's cleaning round, or say why it has nothing to clean."""
     if len(state.segments) < 2:
-        return None
+        return Skipped(state.topic, state.partition,
+                       "only the active segment, which is never cleaned")
     segs = list(state.segments)
     tracker = replay_producers(segs)
     lso = min(tracker.ongoing.values(), default=state.log_end_offset)
-    first_dirty, first_unclean, clean, cleanable, reason = choose_range(
+    first_dirty, first_unclean, clean, cleanable, reason, why_not = choose_range(
         state, config, cleaner_checkpoint=cleaner_checkpoint, last_stable_offset=lso,
         now_ms=now_ms, force=force)
     if reason is None:
-        return None
+        return Skipped(state.topic, state.partition, why_not or "nothing to clean")
     plan = CleaningPlan(state, config, first_dirty, first_unclean, clean, cleanable, reason)
     groups = group_segments(segs, first_unclean, config.segment_bytes, config.segment_index_bytes)
     rewritten = [s for g in groups for s in g]

@@ -24,6 +24,7 @@ import numpy as np
 from ..codec import checkpoints as C
 from ..codec.index import read_time_index
 from ..codec.scan import scan_entries
+from ..errors import InvalidOptionError
 from . import naming as N
 from .atomic import read_checkpoint_file
 from .model import PartitionDir, Segment
@@ -89,10 +90,22 @@ def largest_timestamp(seg: Segment) -> int:
     return ts if ts >= 0 else mtime_ms
 
 
+HIGH_WATERMARK_SOURCES = ("checkpoint", "log-end")
+
+
+def check_high_watermark_source(source: str) -> str:
+    """``source`` if it is one of :data:`HIGH_WATERMARK_SOURCES`, else InvalidOptionError."""
+    if source not in HIGH_WATERMARK_SOURCES:
+        raise InvalidOptionError(f"high watermark must be one of "
+                                 f"{', '.join(HIGH_WATERMARK_SOURCES)}; got {source!r}")
+    return source
+
+
 def partition_state(part: PartitionDir, log_dir: str | os.PathLike[str], *,
                     log_start: dict[tuple[str, int], int] | None = None,
                     replication: dict[tuple[str, int], int] | None = None,
-                    timestamps: bool = True) -> PartitionState:
+                    timestamps: bool = True,
+                    high_watermark: str = "checkpoint") -> PartitionState:
     """Compute :class:`PartitionState` for one live partition dir.
 
     Parameters
@@ -105,6 +118,11 @@ def partition_state(part: PartitionDir, log_dir: str | os.PathLike[str], *,
         Pre-read ``log-start-offset-checkpoint`` / ``replication-offset-checkpoint``.
     timestamps : bool
         Read each segment's largest timestamp (time index), which retention.ms needs.
+    high_watermark : {"checkpoint", "log-end"}
+        Where the high watermark comes from: Kafka's rule, ``replication-offset-checkpoint``
+        (absent: the log start offset, which blocks cleaning and deletion), or the log end
+        offset — for a copied log dir that no broker will load again, where "everything
+        written is replicated" is the offline user's own decision.
     """
     assert part.topic is not None and part.partition is not None
     tp = (part.topic, part.partition)
@@ -119,7 +137,7 @@ def partition_state(part: PartitionDir, log_dir: str | os.PathLike[str], *,
     first = segs[0].base_offset if segs else 0
     leo = segment_next_offset(segs[-1]) if segs else 0
     start = max(log_start.get(tp, first), first)
-    hw = replication.get(tp)
+    hw = leo if check_high_watermark_source(high_watermark) == "log-end" else replication.get(tp)
     known = hw is not None
     hw = min(max(start if hw is None else hw, start), leo)
     return PartitionState(part.topic, part.partition, part.path, Path(log_dir), states, start,

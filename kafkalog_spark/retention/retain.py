@@ -40,7 +40,8 @@ from ..log.atomic import disk_errors, read_checkpoint_file, write_checkpoint_fil
 from ..log.discovery import discover
 from ..log.lock import ensure_not_locked, hold_lock
 from ..log.topic_config import TopicConfig, configured_partitions
-from ..log.partition_state import PartitionState, SegmentState, partition_state, read_offsets
+from ..log.partition_state import (PartitionState, SegmentState, check_high_watermark_source,
+                                   partition_state, read_offsets)
 from ..log.storage import storage_for
 
 Step = Callable[[str], None]
@@ -96,7 +97,9 @@ def plan_partition(state: PartitionState, config: TopicConfig, now_ms: int) -> P
     notes = []
     if not state.high_watermark_known:
         notes.append("no replication-offset-checkpoint entry: high watermark taken as the log "
-                     "start offset, nothing above it can be deleted")
+                     "start offset, nothing above it can be deleted (as in Kafka; for a copied "
+                     "log dir no broker will load again, --high-watermark log-end takes the "
+                     "log end instead)")
 
     def take(n: int, reason: str) -> None:
         deletions.extend(Deletion(s.base_offset, s.size, reason) for s in segs[:n])
@@ -123,14 +126,40 @@ def plan_partition(state: PartitionState, config: TopicConfig, now_ms: int) -> P
                                    lambda s, nxt: now_ms - s.largest_timestamp > config.retention_ms),
                  f"older than retention.ms {config.retention_ms}")
     new_start = max(start, segs[0].base_offset) if segs else start
+    if not deletions and state.high_watermark_known:
+        notes.append(_why_nothing_deleted(state, config, now_ms))
     return PartitionRetention(state.topic, state.partition, state.path, state.log_dir,
                               tuple(deletions), start, new_start, tuple(notes))
+
+
+def _why_nothing_deleted(state: PartitionState, config: TopicConfig, now_ms: int) -> str:
+    """Why :func:`plan_partition` deletes no segment of a partition (its report says so)."""
+    segs = state.segments
+    if len(segs) < 2:
+        return "nothing to delete: only the active segment, which is never deleted"
+    if state.high_watermark < segs[1].base_offset:
+        return (f"nothing to delete: the high watermark {state.high_watermark} is below the end "
+                f"of the oldest segment ({segs[1].base_offset})")
+    if not config.delete:
+        return ("nothing to delete: cleanup.policy has no delete, so only segments below the "
+                "log start offset go")
+    if config.retention_ms < 0 and config.retention_bytes < 0:
+        return "nothing to delete: retention.ms and retention.bytes are both -1 (unlimited)"
+    parts = []
+    if config.retention_ms >= 0:
+        parts.append(f"the oldest segment is not older than retention.ms {config.retention_ms} "
+                     f"(newest record {now_ms - segs[0].largest_timestamp} ms ago)")
+    if config.retention_bytes >= 0:
+        parts.append(f"{state.size} bytes do not exceed retention.bytes "
+                     f"{config.retention_bytes} by a whole segment")
+    return "nothing to delete: " + "; ".join(parts)
 
 
 def plan_retention(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
                    now_ms: int | None = None, options: Mapping[str, Any] | None = None,
                    config_file: str | os.PathLike[str] | None = None,
-                   topics: Sequence[str] | None = None) -> list[PartitionRetention]:
+                   topics: Sequence[str] | None = None,
+                   high_watermark: str = "checkpoint") -> list[PartitionRetention]:
     """Plan retention for every live partition of the log dirs (nothing is changed).
 
     Parameters
@@ -143,8 +172,12 @@ def plan_retention(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike
         Topic config overrides (:func:`kafkalog_spark.log.topic_config.effective_config`).
     topics : sequence of str, optional
         Only these topics.
+    high_watermark : {"checkpoint", "log-end"}
+        Kafka's rule, or the log end offset for a copied dir no broker will load again
+        (:func:`kafkalog_spark.log.partition_state.partition_state`).
     """
     now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
+    check_high_watermark_source(high_watermark)
     found = discover(log_dirs)
     if found.partitions:
         raise InvalidOptionError("retention takes log dirs, not partition dirs or .log files: "
@@ -156,7 +189,7 @@ def plan_retention(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike
         for part, config in configured_partitions(log_dir, options=options,
                                                   config_file=config_file, topics=topics):
             state = partition_state(part, log_dir.path, log_start=log_start,
-                                    replication=replication,
+                                    replication=replication, high_watermark=high_watermark,
                                     timestamps=config.delete and config.retention_ms >= 0)
             plans.append(plan_partition(state, config, now_ms))
     return plans
@@ -258,7 +291,7 @@ def retain(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
            options: Mapping[str, Any] | None = None,
            config_file: str | os.PathLike[str] | None = None,
            topics: Sequence[str] | None = None, delete_delay_ms: int = 0,
-           step: Step | None = None) -> RetentionResult:
+           step: Step | None = None, high_watermark: str = "checkpoint") -> RetentionResult:
     """Plan (and with ``execute`` carry out) retention on stopped brokers' log dirs.
 
     Parameters
@@ -269,7 +302,7 @@ def retain(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         Change the disk (default: a dry run that only plans).
     now_ms : int, optional
         Fixed current time in ms for reproducible runs.
-    options, config_file, topics
+    options, config_file, topics, high_watermark
         As in :func:`plan_retention`.
     delete_delay_ms : int
         0 removes the ``.deleted`` files at once; otherwise they stay until a later run finds
@@ -289,7 +322,7 @@ def retain(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         ensure_not_locked(d)
     now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
     plans = plan_retention(dirs, now_ms=now_ms, options=options, config_file=config_file,
-                           topics=topics)
+                           topics=topics, high_watermark=high_watermark)
     result = RetentionResult(execute, now_ms, plans)
     if not execute:
         return result
