@@ -75,20 +75,25 @@ def test_read_retained_sorted_and_missing(tmp_path: Path) -> None:
     assert read_retained(folder, 4).tolist() == []  # a group with no surviving keyed record
 
 
-def test_rewrite_task_writes_the_local_bytes_in_place(tmp_path: Path) -> None:
+def test_rewrite_task_writes_the_local_bytes_into_its_attempt_file(tmp_path: Path) -> None:
+    """A rewrite attempt writes its own file outside the log dir (a retried or speculative
+    attempt can never truncate another's output); the bytes are the local engine's."""
     log_dir, _ = worked_example(tmp_path)
     plans = plans_of(log_dir)
     (plan,) = plans
     retained = retained_offsets_local(pa.concat_tables([key_rows(g) for g in plan.groups]),
                                       plan.first_dirty)
     folder = tmp_path / "retained"
+    attempts = tmp_path / "attempts"
+    attempts.mkdir()
     for g, _, gid, pdir in group_items(plans):
         mine = retained[retained >= g.base_offset]
         (folder / f"gid={gid}").mkdir(parents=True)
         pq.write_table(pa.table({"offset": pa.array(mine[::-1], pa.int64())}),
                        folder / f"gid={gid}" / "part.parquet")
-        got_gid, path, stats = rewrite_task(str(folder), (g, gid, pdir))
-        assert got_gid == gid and Path(path) == cleaned_path(pdir, g.base_offset)
-        assert Path(path).name.endswith(".log.cleaned") and Path(path).parent == plan.state.path
+        got_gid, path, stats = rewrite_task(str(folder), str(attempts), (g, gid, pdir))
+        assert got_gid == gid and Path(path).parent == attempts
+        assert not cleaned_path(pdir, g.base_offset).exists()
+        assert not list(plan.state.path.glob("*.cleaned"))
         assert Path(path).read_bytes() == bytes(rewrite_group(g, mine).log)
         assert '"records_kept"' in stats

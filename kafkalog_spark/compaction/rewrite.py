@@ -260,12 +260,13 @@ def cleaned_path(pdir: str | os.PathLike[str], base_offset: int) -> Path:
     return Path(pdir) / f"{N.segment_file_name(base_offset, N.LOG)}.{N.CLEANED}"
 
 
-def write_cleaned(task: GroupTask, retained: np.ndarray, pdir: str | os.PathLike[str]
-                  ) -> GroupOutput:
+def write_cleaned(task: GroupTask, retained: np.ndarray, pdir: str | os.PathLike[str], *,
+                  path: str | os.PathLike[str] | None = None) -> GroupOutput:
     """Rewrite one group straight into its ``.cleaned`` file (fsynced), so memory holds a
-    batch at a time, not the segment. The output's ``path`` names the file; ``log`` is empty
-    until :meth:`CleanedSegments.adopt` maps it."""
-    path = cleaned_path(pdir, task.base_offset)
+    batch at a time, not the segment — or into ``path`` (a Spark task attempt's own file,
+    which the driver renames to the ``.cleaned`` name). The output's ``path`` names the file;
+    ``log`` is empty until :meth:`CleanedSegments.adopt` maps it."""
+    path = cleaned_path(pdir, task.base_offset) if path is None else Path(path)
     fs = storage_for(path)
     with disk_errors("writing a cleaned segment", path):
         f = fs.open_write(path)

@@ -14,14 +14,18 @@ joined back in the cluster, the rewrite as tasks writing each cleaned segment on
               rows are written by Spark as Parquet partitioned by ``gid`` into a staging folder
               beside the log dir: the driver never holds per-record data
     rewrite   one task per group: reads its ``gid=<n>`` offsets, streams the cleaned segment
-              into ``<partition dir>/<base>.log.cleaned`` (rewrite.py, the same code as the
-              local path) and fsyncs it; tasks of different groups run in parallel
+              into a file of its own attempt in the staging folder (rewrite.py, the same code
+              as the local path) and fsyncs it; tasks of different groups run in parallel
 
-The driver then maps each ``.cleaned`` file (for the scan, indexes and ``.txnindex``) and swaps
-each partition in Kafka's order (compact.swap_in), which renames the task-written file instead
-of writing it again. A crash before the swap leaves ``.cleaned`` files that Kafka's log loading
-(and ``kafkalog recover`` / the next compaction) disposes of; an error before the swap removes
-them and the staging folder here.
+Task attempts never write into the log dir: a retried or speculative attempt (or one Spark
+lost track of) writes its own ``<gid>-<attempt>.log`` in staging, so no attempt can truncate a
+file another one wrote. The driver renames the attempt Spark returned to
+``<partition dir>/<base>.log.cleaned`` (same file system: the staging folder is the log dir's
+sibling), maps each (for the scan, indexes and ``.txnindex``) and swaps each partition in
+Kafka's order (compact.swap_in), which renames that file instead of writing it again. A crash
+before the swap leaves ``.cleaned`` files that Kafka's log loading (and ``kafkalog recover`` /
+the next compaction) disposes of; an error before the swap removes them and the staging folder
+here — with every other attempt's output.
 """
 
 from __future__ import annotations
@@ -43,10 +47,11 @@ import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from ..datasource.executors import planned_files, require_visible, task_errors
+from ..log.atomic import disk_errors
 from ..log.storage import storage_for
 from ..log.staging import create_staging_dir, remove_staging_dir
 from .plan import CleaningPlan, GroupTask
-from .rewrite import GroupOutput, cleaned_segments, key_rows, write_cleaned
+from .rewrite import GroupOutput, cleaned_path, cleaned_segments, key_rows, write_cleaned
 
 ROW_SCHEMA = "tp int, gid int, key binary, offset long, dirty boolean"
 KEYS_SOURCE = "kafkalog_compaction_keys"
@@ -163,13 +168,20 @@ def read_retained(folder: str | os.PathLike[str], gid: int) -> np.ndarray:
     return np.sort(np.asarray(table.column("offset").to_numpy(), np.int64))
 
 
-def rewrite_task(retained_dir: str, item: tuple[GroupTask, int, str]) -> tuple[int, str, str]:
+def rewrite_task(retained_dir: str, out_dir: str, item: tuple[GroupTask, int, str]
+                 ) -> tuple[int, str, str]:
     """One group's rewrite as a Spark task runs it: its offsets from the shuffle's Parquet, the
-    cleaned segment streamed into the partition dir (:func:`write_cleaned`). Returns ``(gid,
-    path, stats as JSON)``."""
+    cleaned segment streamed into this attempt's own file in ``out_dir`` (:func:`write_cleaned`).
+    Returns ``(gid, path, stats as JSON)``."""
+    from pyspark import TaskContext
+
     task, gid, pdir = item
     require_visible(pdir, "partition dir")
-    out = write_cleaned(task, read_retained(retained_dir, gid), pdir)
+    require_visible(out_dir, "staging folder next to the log dir")
+    ctx = TaskContext.get()
+    attempt = ctx.taskAttemptId() if ctx is not None else 0
+    path = Path(out_dir) / f"{gid}-{attempt}.log"
+    out = write_cleaned(task, read_retained(retained_dir, gid), pdir, path=path)
     return gid, str(out.path), json.dumps(out.stats)
 
 
@@ -205,6 +217,8 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
     items = group_items(plans)
     staging = create_staging_dir(plans[0].state.log_dir)
     retained_dir = str(staging / "retained")
+    attempts_dir = staging / "cleaned"  # every rewrite attempt's own output
+    storage_for(attempts_dir).make_dirs(attempts_dir)
     try:
         with cleaned_segments() as files:
             sc = spark.sparkContext
@@ -225,19 +239,22 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
                 t1 = time.perf_counter()
                 work = [(g, gid, pdir) for g, _, gid, pdir in items]
                 results = (sc.parallelize(work, max(1, min(len(work), sc.defaultParallelism * 4)))
-                           .map(lambda item: rewrite_task(retained_dir, item)).collect())
+                           .map(lambda item: rewrite_task(retained_dir, str(attempts_dir),
+                                                          item)).collect())
             t2 = time.perf_counter()
             stats["shuffle_seconds"] = stats.get("shuffle_seconds", 0.0) + t1 - t0
             stats["rewrite_seconds"] = stats.get("rewrite_seconds", 0.0) + t2 - t1
-            for _, path, _ in results:
-                files.track(path)
             by_gid = {gid: (path, json.loads(counts)) for gid, path, counts in results}
             outputs: dict[tuple[str, int], list[GroupOutput]] = {}
-            for g, tp, gid, _ in items:
-                path, counts = by_gid[gid]
+            for g, tp, gid, pdir in items:
+                attempt, counts = by_gid[gid]
+                path = cleaned_path(pdir, g.base_offset)
+                files.track(path)  # before the rename: an error from here on removes it
+                with disk_errors("moving a cleaned segment into its partition dir", path):
+                    storage_for(path).rename(attempt, path)
                 for k, v in counts.items():
                     stats[k] = stats.get(k, 0) + v
-                out = GroupOutput(g.base_offset, b"", g.sources[-1].mtime, counts, path=path)
+                out = GroupOutput(g.base_offset, b"", g.sources[-1].mtime, counts, path=str(path))
                 outputs.setdefault(plans[tp].state.tp, []).append(files.adopt(out))
             files.swapping = True
             yield outputs
