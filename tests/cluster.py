@@ -79,6 +79,9 @@ class StandaloneCluster:
     memory: str = "2g"
     master_port: int = 0
     ui_port: int = 0
+    # a folder the executors do not see (an empty tmpfs over it in the workers' own mount
+    # namespace): a path on the driver's disk only, the classic mistake on a real cluster
+    hidden: Path | None = None
     procs: list[subprocess.Popen] = field(default_factory=list)
 
     @property
@@ -96,10 +99,14 @@ class StandaloneCluster:
         env["SPARK_WORKER_DIR"] = str(self.root / name)
         return env
 
-    def _spawn(self, name: str, args: list[str]) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], hide: bool = False) -> subprocess.Popen:
         log = open(self.root / f"{name}.out", "wb")
         cmd = [os.path.join(spark_home(), "bin", "spark-class"), *args,
                "--properties-file", str(self.root / "cluster.conf")]
+        if hide and self.hidden is not None:
+            cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                   'mount -t tmpfs -o size=1m kafkalog-hidden "$0" && exec "$@"',
+                   str(self.hidden), *cmd]
         proc = subprocess.Popen(cmd, env=self._env(name), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
@@ -108,6 +115,8 @@ class StandaloneCluster:
 
     def start(self, timeout: float = 120) -> "StandaloneCluster":
         self.root.mkdir(parents=True, exist_ok=True)
+        if self.hidden is not None:
+            self.hidden.mkdir(parents=True, exist_ok=True)
         (self.root / "cluster.conf").write_text(
             "spark.master.rest.enabled false\n"
             "spark.worker.cleanup.enabled false\n"
@@ -128,7 +137,7 @@ class StandaloneCluster:
         return self._spawn(f"worker{i}", [
             "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
             "--cores", str(self.cores), "--memory", self.memory, "--webui-port", "0",
-            "--work-dir", str(self.root / f"worker{i}"), self.url])
+            "--work-dir", str(self.root / f"worker{i}"), self.url], hide=True)
 
     def state(self) -> dict | None:
         try:
@@ -219,9 +228,88 @@ def spark_submit(script: str | Path, *args: str, master: str, conf: dict[str, st
     full_env["PATH"] = f"{VENV_BIN}{os.pathsep}{full_env.get('PATH', '')}"
     full_env.setdefault("PYSPARK_PYTHON", sys.executable)
     full_env.update(env or {})
+    if "NUMBA_DISABLE_JIT" in full_env:  # the plain-Python run reaches the executors too
+        cmd[3:3] = ["--conf", f"spark.executorEnv.NUMBA_DISABLE_JIT={full_env['NUMBA_DISABLE_JIT']}"]
     done = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout,
                           cwd=REPO)
     if check and done.returncode != 0:
         raise AssertionError(f"spark-submit failed ({done.returncode}):\n{done.stdout[-3000:]}\n"
                              f"{done.stderr[-6000:]}")
     return done
+
+
+# --- for the fault tests (tests/test_cluster_faults.py) -------------------------------------------
+
+import contextlib as _contextlib  # noqa: E402
+
+
+def spark_submit_background(script: str | Path, *args: str, master: str,
+                            conf: dict[str, str] | None = None,
+                            submit_args: list[str] | None = None,
+                            env: dict[str, str] | None = None,
+                            output: str | Path) -> subprocess.Popen:
+    """Start ``script`` through the real ``spark-submit`` as :func:`spark_submit` does, but in
+    the background (a new session, so :func:`stop_submit` can end its whole group by the pid
+    returned here); stdout and stderr go to ``output``."""
+    cmd = [str(VENV_BIN / "spark-submit"), "--master", master]
+    if master.startswith("spark://"):
+        conf = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                **(conf or {})}
+    for k, v in (conf or {}).items():
+        cmd += ["--conf", f"{k}={v}"]
+    cmd += [*(submit_args or []), str(script), *map(str, args)]
+    full_env = dict(os.environ)
+    full_env.pop("PYSPARK_GATEWAY_PORT", None)
+    full_env.pop("PYSPARK_SUBMIT_ARGS", None)
+    full_env["PATH"] = f"{VENV_BIN}{os.pathsep}{full_env.get('PATH', '')}"
+    full_env.setdefault("PYSPARK_PYTHON", sys.executable)
+    full_env.update(env or {})
+    if "NUMBA_DISABLE_JIT" in full_env:
+        cmd[3:3] = ["--conf", f"spark.executorEnv.NUMBA_DISABLE_JIT={full_env['NUMBA_DISABLE_JIT']}"]
+    with open(output, "wb") as log:
+        return subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, cwd=REPO, start_new_session=True)
+
+
+def stop_submit(proc: subprocess.Popen, timeout: float = 30) -> None:
+    """End a :func:`spark_submit_background` process group (by its pid) if it still runs."""
+    if proc.poll() is None:
+        with _contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with _contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def add_worker_on_host(cluster: StandaloneCluster, name: str, host: str) -> subprocess.Popen:
+    """One more worker, registered under another loopback address (``127.0.0.2``): Spark
+    launches a speculative copy of a task only on a host other than the one running it, so
+    speculation needs two hosts. Stop it with :func:`remove_worker`."""
+    (cluster.root / name).mkdir(parents=True, exist_ok=True)
+    before = cluster.alive_workers(cluster.state() or {})
+    proc = cluster._spawn(name, [
+        "org.apache.spark.deploy.worker.Worker", "--host", host,
+        "--cores", str(cluster.cores), "--memory", cluster.memory, "--webui-port", "0",
+        "--work-dir", str(cluster.root / name), cluster.url])
+    cluster._wait(lambda s: s is not None and cluster.alive_workers(s) > before, 120,
+                  f"worker {name} on {host} to register")
+    return proc
+
+
+def remove_worker(cluster: StandaloneCluster, proc: subprocess.Popen) -> None:
+    """Stop a worker started by :func:`add_worker_on_host` (its process group, by its pid) and
+    forget it; the master then counts it dead."""
+    if proc.poll() is None:
+        with _contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            with _contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    if proc in cluster.procs:
+        cluster.procs.remove(proc)
