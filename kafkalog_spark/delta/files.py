@@ -6,16 +6,18 @@ killed run's files can be found and deleted (:mod:`kafkalog_spark.delta.commit`)
 columns are not stored in the files (Delta keeps them in the ``add`` action). Timestamps are
 written as microsecond ``TIMESTAMP`` adjusted to UTC, the schema all nullable.
 
-The local engine (:func:`write_local`) runs the ``kafkalog`` data source's own planner and task
-reader (:func:`~kafkalog_spark.datasource.reader.plan_scan` /
-:func:`~kafkalog_spark.datasource.reader.read_split`) in this process, so it reads exactly what
-the Spark engine reads, without a JVM.
+Both engines write files with :func:`write_splits` over the ``kafkalog`` data source's own
+planner and task reader (:func:`~kafkalog_spark.datasource.plan.plan_scan` /
+:func:`~kafkalog_spark.datasource.reader.read_split`): the local engine (:func:`write_local`)
+in this process, the Spark engine in its tasks — so both read and write exactly the same.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -52,9 +54,6 @@ def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tup
                 run_id: str) -> list[DataFile]:
     """Read this run's records of one table in this process and write them as Parquet files.
 
-    Rows are buffered per file into row groups of about :data:`ROW_GROUP_BYTES` (a row group
-    per read batch made thousands of tiny groups from small segments, slow to write and read).
-
     Returns
     -------
     list of DataFile
@@ -68,16 +67,33 @@ def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tup
     """
     from ..datasource.options import parse_read_options
     from ..datasource.plan import plan_scan
-    from ..datasource.reader import read_split
 
     opts = parse_read_options(read_options)
-    files = _DataFiles(plan.path, partition_by,
-                       pa.schema([f for f in plan.schema if f.name not in partition_by]), run_id)
+    written = write_splits(plan_scan(opts).splits, opts, plan.schema, partition_by, plan.path,
+                           run_id)
+    return [data_file(plan.path, rel, dict(zip(partition_by, values))) for rel, values in written]
+
+
+def write_splits(splits: Iterable[Any], opts: Any, schema: pa.Schema,
+                 partition_by: tuple[str, ...], root: Path, run_id: str
+                 ) -> list[tuple[str, tuple[str | None, ...]]]:
+    """Decode ``splits`` (the ``kafkalog`` source's, read with ``opts``), turn them into rows
+    of ``schema`` and write them as Parquet files under ``root``; returns each file's path
+    relative to ``root`` and its partition values. What both engines run per table: the local
+    one over every split of a table, a Spark task over its share.
+
+    Rows are buffered per file into row groups of about :data:`ROW_GROUP_BYTES` (a row group
+    per read batch made thousands of tiny groups from small segments, slow to write and read).
+    """
+    from ..datasource.reader import read_split
+
+    files = _DataFiles(root, partition_by,
+                       pa.schema([f for f in schema if f.name not in partition_by]), run_id)
     try:
         try:
-            for split in plan_scan(opts).splits:
+            for split in splits:
                 for batch in read_split(split, opts):
-                    for values, part in partition_values(transform(batch, plan.schema),
+                    for values, part in partition_values(transform(batch, schema),
                                                          partition_by):
                         files.add(values, part)
         finally:
@@ -86,8 +102,7 @@ def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tup
         # pyarrow's errors (full disk, a file size limit) do not name the file
         raise KafkaLogError(f"writing a Parquet data file failed: {exc.strerror or exc}",
                             Location(str(files.current))) from exc
-    return [data_file(plan.path, rel, dict(zip(partition_by, values)))
-            for rel, values in files.written]
+    return files.written
 
 
 class _DataFiles:

@@ -1,12 +1,14 @@
-"""The Spark engine of a migration (Delta layer): Spark tasks decode and write Parquet.
+"""The Spark engine of a migration (Delta layer): one Spark job writes every table's Parquet.
 
-Spark tasks read exactly the run's offset windows (the options of
-:meth:`~kafkalog_spark.delta.plan.TablePlan.read_options`) with the ``kafkalog`` source's planner
-and task reader, apply :func:`~kafkalog_spark.delta.columns.transform` (date and internal-topic
-columns) in the task (:class:`MigrationRows`), and Spark's
-Parquet writer writes microsecond UTC timestamps into the run's staging folder inside the table.
-The driver then moves every file to its partition folder under a run-named file name; the
-commit (delta-rs) makes them visible.
+The driver plans each table (:mod:`~kafkalog_spark.delta.plan`); :class:`MigrationFiles` then
+plans every table's splits the way the ``kafkalog`` source does and packs them into tasks
+across tables, so a run over fifty small topics is one Spark job of a few tasks, not fifty
+jobs. A task decodes its splits with the source's task reader, applies
+:func:`~kafkalog_spark.delta.columns.transform` and writes Parquet with the local engine's own
+code (:func:`~kafkalog_spark.delta.files.write_splits`) into a staging folder of its own
+attempt, and returns one small row per file. The driver moves the files of the attempts Spark
+kept to their partition folders under run-named file names (a retried or speculative
+attempt's files stay in staging, removed with it); the commit (delta-rs) makes them visible.
 
 With the Delta jars on the session's classpath (:func:`delta_jars_available`) and
 ``writer="delta-spark"`` (or ``auto``), each partition is instead appended with
@@ -18,23 +20,29 @@ a table the other started. That is one commit per partition instead of one per t
 from __future__ import annotations
 
 import base64
+import json
+import pickle
 from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
-from typing import TYPE_CHECKING
-from urllib.parse import unquote
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from ..datasource.options import ReadOptions, parse_read_options
 from ..datasource.executors import require_visible, task_errors
+from ..datasource.options import ReadOptions, parse_read_options
+from ..datasource.plan import pack_splits, plan_scan
 from ..datasource.reader import KafkaLogReader
+from ..datasource.splits import KafkaLogSplit
+from ..log.atomic import disk_errors
 from ..log.storage import storage_for
 from .columns import transform
 from .commit import DataFile, data_file
-from .files import NULL_PARTITION, file_name
+from .files import file_name, write_splits
 from .options import MigrateOptions
 from .plan import TablePlan
 
@@ -108,46 +116,111 @@ def _dataframe(spark: "SparkSession", plan: TablePlan, read_options: dict[str, s
             .option(SCHEMA_OPTION, encoded).option(DEST_OPTION, str(plan.path)).load())
 
 
-def write_spark(spark: "SparkSession", plan: TablePlan, read_options: dict[str, str],
-                partition_by: tuple[str, ...], run_id: str, staging: Path) -> list[DataFile]:
-    """Write this run's rows of one table as Parquet with Spark; return the files, moved to
-    their final place inside the table (not yet committed)."""
-    df = _dataframe(spark, plan, read_options)
-    key = "spark.sql.parquet.outputTimestampType"
-    previous = spark.conf.get(key, None)
-    spark.conf.set(key, "TIMESTAMP_MICROS")  # Spark's default INT96 is not a Delta timestamp
-    try:
-        writer = df.write.mode("errorifexists").option("compression", "snappy")
-        if partition_by:
-            writer = writer.partitionBy(*partition_by)
-        with task_errors():
-            writer.parquet(str(staging))
-    finally:
-        if previous is None:
-            spark.conf.unset(key)
-        else:
-            spark.conf.set(key, previous)
-    return _adopt(plan.path, staging, partition_by, run_id)
+@dataclass(frozen=True)
+class TableWrite:
+    """What the tasks need of one table of a run (picklable): where its files go, the rows'
+    schema and the read options of this run's records."""
+
+    root: str  # the table folder
+    staging: str  # the run's staging folder inside it; each task attempt writes a folder of its own
+    schema: pa.Schema
+    read_options: dict[str, str]
 
 
-def _adopt(root: Path, staging: Path, partition_by: tuple[str, ...], run_id: str
-           ) -> list[DataFile]:
-    out = []
-    fs = storage_for(root)
-    found = [p for p in fs.glob(staging, "**/*.parquet")  # Path.rglob, sorted
-             if not p.name.startswith((".", "_"))]
-    for n, src in enumerate(found):
-        folders = src.relative_to(staging).parts[:-1]
-        values: dict[str, str | None] = {}
-        for folder, col in zip(folders, partition_by):
-            name, _, raw = folder.partition("=")
-            if name != col:
-                raise ValueError(f"unexpected Spark output folder {folder!r} (expected {col}=...)")
-            values[col] = None if raw == NULL_PARTITION else unquote(raw)
-        rel = "/".join([*folders, file_name(run_id, n)])
-        fs.make_dirs((root / rel).parent, exist_ok=True)
-        fs.rename(src, root / rel)
-        out.append(data_file(root, rel, values))
+@dataclass(frozen=True)
+class FilesTask(InputPartition):
+    """One Spark task of a migration: splits of one or more tables, ``(table index, split)``."""
+
+    items: tuple[tuple[int, KafkaLogSplit], ...]
+
+
+FILES_SCHEMA = "table int, file string, partition_values string"
+
+
+class MigrationFiles(DataSource):
+    """Every table of a migration run as one Spark job: a task decodes its splits, writes the
+    Parquet files (:func:`~kafkalog_spark.delta.files.write_splits`, the local engine's code)
+    into its attempt's own staging folder, and yields one row per file written — the driver
+    collects those and moves the files of the attempts Spark kept into the tables."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafkalog_delta_files"
+
+    def schema(self) -> str:
+        return FILES_SCHEMA
+
+    def reader(self, schema: Any) -> DataSourceReader:
+        tables, partition_by, run_id = pickle.loads(base64.b64decode(self.options["tables"]))
+        return _FilesReader(tables, partition_by, run_id, int(self.options["minPartitions"]))
+
+
+class _FilesReader(DataSourceReader):
+    def __init__(self, tables: list[TableWrite], partition_by: tuple[str, ...], run_id: str,
+                 min_tasks: int) -> None:
+        self.tables, self.partition_by, self.run_id = tables, partition_by, run_id
+        self.min_tasks = min_tasks
+
+    def partitions(self) -> list[InputPartition]:
+        """Every table's splits, planned as the ``kafkalog`` source plans them, packed into
+        tasks across tables (many small topics: a few tasks, not one per table)."""
+        tagged, max_bytes = [], None
+        for i, table in enumerate(self.tables):
+            opts = parse_read_options(table.read_options)
+            max_bytes = opts.max_bytes_per_partition
+            tagged += [(i, split) for split in plan_scan(opts).splits]
+        if not tagged:
+            return []
+        by_split = {id(split): i for i, split in tagged}
+        tasks = pack_splits([s for _, s in tagged], max_bytes, min_tasks=self.min_tasks)
+        return [FilesTask(tuple((by_split[id(s)], s) for s in t.splits)) for t in tasks]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        if not isinstance(partition, FilesTask):
+            return  # Spark's placeholder partition when nothing is planned
+        ctx = TaskContext.get()
+        attempt = f"attempt-{ctx.taskAttemptId() if ctx is not None else 0}"
+        for i, items in groupby(partition.items, key=lambda item: item[0]):
+            table = self.tables[i]
+            require_visible(table.root, "Delta table folder")
+            out = Path(table.staging) / attempt
+            written = write_splits((split for _, split in items),
+                                   parse_read_options(table.read_options), table.schema,
+                                   self.partition_by, out, self.run_id)
+            yield pa.RecordBatch.from_pydict({
+                "table": pa.array([i] * len(written), pa.int32()),
+                "file": [f"{attempt}/{rel}" for rel, _ in written],
+                "partition_values": [json.dumps(values) for _, values in written]})
+
+
+def write_spark(spark: "SparkSession", tables: list[TableWrite], partition_by: tuple[str, ...],
+                run_id: str) -> list[list[DataFile]]:
+    """Write this run's rows of every table as Parquet in one Spark job; returns each table's
+    files, moved from the staging folder of the attempt that succeeded to their final place
+    inside the table (not yet committed). Other attempts' files stay in staging, which the
+    run's end removes."""
+    if not tables:
+        return []
+    spark.dataSource.register(MigrationFiles)
+    blob = base64.b64encode(pickle.dumps((tables, partition_by, run_id))).decode("ascii")
+    with task_errors():
+        rows = (spark.read.format(MigrationFiles.name()).option("tables", blob)
+                .option("minPartitions", str(spark.sparkContext.defaultParallelism))
+                .load().collect())
+    out: list[list[DataFile]] = [[] for _ in tables]
+    for row in sorted(rows, key=lambda r: (r.table, r.file)):
+        table = tables[row.table]
+        root, rel = Path(table.root), row.file.split("/", 1)[1]
+        values = tuple(json.loads(row.partition_values))
+        folder = rel.rpartition("/")[0]
+        final = "/".join(x for x in (folder, file_name(run_id, len(out[row.table]))) if x)
+        fs = storage_for(root)
+        with disk_errors("moving a data file into the table", root / final):
+            fs.make_dirs((root / final).parent, exist_ok=True)
+            fs.rename(Path(table.staging) / row.file, root / final)
+        out[row.table].append(data_file(root, final, dict(zip(partition_by, values))))
     return out
 
 
