@@ -14,7 +14,6 @@ configured: ship the package to its executors as the README's "On a cluster" say
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import re
@@ -148,8 +147,9 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
     spark = builder.getOrCreate()
     if chosen.startswith("local"):
         spark.sparkContext.setLogLevel("WARN")
-    if importlib.util.find_spec("pyspark_kafkalog") is None:
-        register(spark)  # else PySpark registers it by itself (pyspark_* package discovery)
+    # also when PySpark finds pyspark_kafkalog by itself: what its discovery registers carries
+    # no --py-files, so executors that only get the package through --py-files fail without this
+    register(spark)
     return spark
 
 

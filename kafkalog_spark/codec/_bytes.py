@@ -9,7 +9,8 @@ over numpy ``uint8`` arrays, so both paths execute the same code. Varint decoder
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+
+from ._jit import njit
 
 _JIT = dict(cache=True, nogil=True)
 

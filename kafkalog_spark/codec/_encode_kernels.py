@@ -29,12 +29,13 @@ they return a status code and the index of the record at fault.
 from __future__ import annotations
 
 import numpy as np
-from numba import config, njit, types
+from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 from . import layout as L
 from ._bytes import size_of_varint, size_of_varlong, store_i16, store_i32, store_i64, write_varint, write_varlong
+from ._jit import njit
 
 OK = 0
 OFFSET_NOT_INCREASING = 1  # an offset <= the previous record's offset

@@ -20,9 +20,9 @@ from __future__ import annotations
 import zlib
 
 import numpy as np
-from numba import njit
 
 from . import layout as L
+from ._jit import njit
 from .scan import EntryTable, as_uint8
 
 CRC32_POLY = 0xEDB88320

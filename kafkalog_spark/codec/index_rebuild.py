@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from ..errors import CorruptIndexError
 from . import layout as L
+from ._jit import njit
 from .crc import verify_crcs
 from .index import DEFAULT_INDEX_INTERVAL_BYTES, OffsetIndex, TimeIndex, TxnIndex, _loc
 from .scan import as_uint8, scan_entries

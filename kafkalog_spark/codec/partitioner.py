@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-from numba import njit
 
 from ..errors import InvalidOptionError
+from ._jit import njit
 from .encode_columns import _binary
 
 SEED = 0x9747B28C

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from . import layout as L
 from ._bytes import load_i16, load_i32, load_i64, load_i8, load_u32
+from ._jit import njit
 
 # Why a walk stopped. ``STOP_END`` is the only clean outcome.
 STOP_END = 0  # reached the end (or fewer than 18 bytes remain and none do)
