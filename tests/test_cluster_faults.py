@@ -1,20 +1,26 @@
-"""Faults on the standalone cluster (issue 14, point 5): an executor JVM or one executor Python
-worker SIGKILLed in the middle of ``df.write.format("kafkalog")``, distributed compaction
-(``jobs/compact.py``) and the migration to Delta (``jobs/migrate_delta.py``), and each job once
-more with speculation forcing duplicate task attempts.
+"""Faults on the standalone cluster (issue 14, point 5): one executor Python worker and one
+executor JVM SIGKILLed in the middle of each of ``df.write.format("kafkalog")``, distributed
+compaction (``jobs/compact.py``) and the migration to Delta (``jobs/migrate_delta.py``), and each
+job once more with speculation making two attempts of one task run at the same time.
 
-Every run either completes with exactly the expected records (the input's; for compaction, the
+Every run must complete with exactly the expected records (the input's; for compaction, the
 local engine's result on a copy) — no loss, no duplicate offsets, ``verify`` clean, Delta rows
-equal and no stray files — or fails with a clear error and leaves the destination byte for byte
-as it was.
+equal, no stray staging, ``.cleaned``/``.swap``/``.deleted`` or Parquet files. (A failed run is
+reported with its output after checking that it left the destination byte for byte as it was.)
 
-The tasks are made slow, and every task attempt leaves a marker file, by a test-only Python
-daemon for the executors (``spark.python.daemon.module``, :data:`INJECT`): it wraps the task
-entry points of the three jobs in the forked Python workers (a marker naming stage, partition,
-attempt and worker pid; a sleep; for one "slow" partition, slow batches or slow writes). The
-product code runs unchanged. Speculation needs two hosts (Spark never starts a copy of a task
-on a host already running it), so those runs add a worker on 127.0.0.2 for the time of the
-test.
+Faults land in running tasks by construction, not by timing. A test-only Python daemon for the
+executors (``spark.python.daemon.module``, :data:`INJECT`) wraps the task entry points of the
+three jobs in the forked Python workers: every task attempt leaves a marker file naming kind,
+stage, partition, attempt, task id and worker pid; the attempts the test is going to kill
+(``KLF_PLAN["kill"]``) then wait, and the test SIGKILLs the worker or its executor once the
+marker is there. The event log must then show that very attempt failed (``ExceptionFailure`` for
+a Python worker, ``ExecutorLostFailure`` for an executor) and a later attempt of the same task
+succeeded. One submit per job kills a Python worker first, then an executor (compaction: the
+worker in the key pass, the executor in the rewrite stage). For speculation
+(``KLF_PLAN["race"]``) attempt 0 of one task waits until Spark has started a speculative copy,
+then both run on (one of them slowed per batch/write) until Spark keeps one and kills the other.
+Speculation needs two hosts (Spark never starts a copy of a task on a host already running it),
+so those runs add a worker on 127.0.0.2. The product code runs unchanged.
 """
 
 from __future__ import annotations
@@ -30,75 +36,128 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from cluster import (
+    REPO,
+    add_worker_on_host,
+    descendants,
+    remove_worker,
+    spark_submit_background,
+    stop_submit,
+)
+from test_delta_migrate import (
+    delta_rows,
+    log_rows,
+    parquet_on_disk,
+    records,
+    table_files,
+)
 
 import kafkalog_spark as kl
 from kafkalog_spark.compaction.compact import compact
+from kafkalog_spark.delta.commit import STATE_DIR
 from kafkalog_spark.log.staging import STAGING_INFIX
-
-from cluster import (REPO, add_worker_on_host, descendants, remove_worker,
-                     spark_submit_background, stop_submit)
-from test_delta_migrate import delta_rows, log_rows, parquet_on_disk, records, table_files
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 T = 1_700_000_000_000
 JOB_TIMEOUT = 240
+HOLD_SECONDS = 150  # longest an attempt waits for its kill (or for its speculative copy)
 
 # --- the test-only executor daemon ---------------------------------------------------------------
 
 INJECT = textwrap.dedent('''
     """Test instrumentation (not product code): the executors' Python daemon, run as
     spark.python.daemon.module. Each forked worker wraps the jobs' task entry points before its
-    first task: a marker file per task attempt in $KLF_MARKERS, then the delays of $KLF_DELAY
-    ({kind: {"task": s, "slow_partition": p, "slow_task": s, "slow": s per batch/write}})."""
-    import json, os, sys, time
+    first task. Every task attempt leaves a marker file in $KLF_MARKERS; $KLF_PLAN (JSON) says
+        "kill": [[kind, partition, attempt], ...]  that attempt (in the first stage running it)
+            waits after its marker until the test kills it (at most HOLD seconds)
+        "race": {"kind", "partition", "loser", "until_gone"}  attempt 0 of that task waits
+            until another attempt of it has started; then the attempt numbered "loser", at its
+            first batch/write, waits until files matching the glob "until_gone" have existed
+            and are gone (the driver has finished the run), and goes on writing."""
+    import glob, json, os, time
 
     import pyspark.worker as W
 
+    HOLD = float(os.environ.get("KLF_HOLD", "150"))
+    MARKERS = os.environ.get("KLF_MARKERS", "")
+    PLAN = json.loads(os.environ.get("KLF_PLAN", "{}"))
+    _gates = {}  # task attempt id -> what it waits for at its next batch/write (or None)
     _done = False
 
 
-    def _spec(kind):
-        return json.loads(os.environ.get("KLF_DELAY", "{}")).get(kind, {})
+    def _claim(name):
+        """True for the first process of the application to claim ``name``."""
+        try:
+            os.close(os.open(os.path.join(MARKERS, "claims", name),
+                             os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return True
+        except FileExistsError:
+            return False
 
 
-    _attempts = set()
+    def _wait(done):
+        parent, deadline = os.getppid(), time.monotonic() + HOLD
+        while time.monotonic() < deadline and not done():
+            if os.getppid() != parent:  # the daemon went with its executor
+                os._exit(1)
+            time.sleep(0.05)
 
 
     def _start(kind):
-        """Called by every instrumented call of a task: the first call of a task attempt leaves
-        its marker and takes the task's delay."""
+        """Called by every instrumented call of a task; the first call of a task attempt
+        leaves its marker and waits as planned. Returns the attempt's gate: called before
+        each of its batches/writes."""
         from pyspark import TaskContext
 
         c = TaskContext.get()
-        spec = _spec(kind)
-        if (kind, c.taskAttemptId()) not in _attempts:
-            _attempts.add((kind, c.taskAttemptId()))
-            name = (f"{kind}-s{c.stageId()}-p{c.partitionId()}-a{c.attemptNumber()}"
-                    f"-t{c.taskAttemptId()}-w{os.getpid()}")
-            open(os.path.join(os.environ["KLF_MARKERS"], name), "x").close()
-            time.sleep(spec.get("task", 0))
-            if spec.get("slow_partition") == c.partitionId():
-                time.sleep(spec.get("slow_task", 0))
-        if spec.get("slow_partition") != c.partitionId():
-            return 0
-        # "slow_copy": a later attempt (a speculative copy, a retry) on a busier executor
-        return spec.get("slow_copy", spec.get("slow", 0)) if c.attemptNumber() else spec.get("slow", 0)
+        tid = c.taskAttemptId()
+        if tid in _gates:
+            return _gates[tid]
+        part, att = c.partitionId(), c.attemptNumber()
+        task = f"{kind}-s{c.stageId()}-p{part}-"
+        open(os.path.join(MARKERS, f"{task}a{att}-t{tid}-w{os.getpid()}"), "x").close()
+        if [kind, part, att] in PLAN.get("kill", []) and _claim(f"kill.{kind}.{part}.{att}"):
+            _wait(lambda: False)  # until killed
+        _gates[tid] = None
+        race = PLAN.get("race")
+        if race and race["kind"] == kind and race["partition"] == part:
+            if att == 0 and _claim("race"):
+                _wait(lambda: any(n.startswith(task) and not n.startswith(task + "a0-")
+                                  for n in os.listdir(MARKERS)))
+            if att == race["loser"] and _claim("loser"):
+                _gates[tid] = _after_run(race["until_gone"], tid)
+        return _gates[tid]
 
 
-    def _slowly(batches, pause):
+    def _after_run(pattern, tid):
+        def gate():
+            if _gates.get(tid) is gate:
+                _gates[tid] = None  # once
+                seen = []
+
+                def over():
+                    seen.append(bool(glob.glob(pattern)))
+                    return any(seen) and not seen[-1]
+
+                _wait(over)
+                _claim(f"resumed.{tid}")  # for the test's record
+        return gate
+
+
+    def _slowly(batches, gate):
         for b in batches:
-            if pause:
-                time.sleep(pause)
+            if gate is not None:
+                gate()
             yield b
 
 
     class _SlowSink:
-        def __init__(self, f, pause):
-            self.f, self.pause = f, pause
+        def __init__(self, f, gate):
+            self.f, self.gate = f, gate
 
         def write(self, data):
-            time.sleep(self.pause)
+            self.gate()
             return self.f.write(data)
 
         def __getattr__(self, name):
@@ -126,27 +185,34 @@ INJECT = textwrap.dedent('''
         spark_job._KeyReader.read = slow_keys
 
         rewrite_task, rewrite_group = spark_job.rewrite_task, rewrite.rewrite_group
-        state = {"pause": 0}
+        state = {"gate": None}
 
-        def slow_rewrite_task(retained_dir, item):
-            state["pause"] = _start("rewrite")
-            return rewrite_task(retained_dir, item)
+        def slow_rewrite_task(*args):
+            state["gate"] = _start("rewrite")
+            return rewrite_task(*args)
 
         def slow_rewrite_group(task, retained, sink=None):
-            if sink is not None and state["pause"]:
-                sink = _SlowSink(sink, state["pause"])
+            if sink is not None and state["gate"] is not None:
+                sink = _SlowSink(sink, state["gate"])
             return rewrite_group(task, retained, sink)
 
         spark_job.rewrite_task = slow_rewrite_task
         rewrite.rewrite_group = slow_rewrite_group
 
-        read = delta_job._MigrationReader.read
+        from kafkalog_spark.datasource import reader
 
-        def slow_read(self, partition):
-            pause = _start("migrate")
-            return _slowly(read(self, partition), pause)
+        files_read, read_split = delta_job._FilesReader.read, reader.read_split
+        migrating = {"gate": None}
 
-        delta_job._MigrationReader.read = slow_read
+        def slow_files_read(self, partition):
+            migrating["gate"] = _start("migrate")
+            return files_read(self, partition)
+
+        def slow_read_split(*args, **kwargs):
+            return _slowly(read_split(*args, **kwargs), migrating["gate"])
+
+        delta_job._FilesReader.read = slow_files_read
+        reader.read_split = slow_read_split  # what write_splits imports when it runs
 
 
     _main = W.main
@@ -182,11 +248,15 @@ WRITE_JOB = textwrap.dedent('''
     spark.stop()
 ''')
 
+WRITE_TASKS = 8  # at least (minPartitions)
 SPECULATION = {"spark.speculation": "true", "spark.speculation.multiplier": "1",
                "spark.speculation.quantile": "0.1", "spark.speculation.minTaskRuntime": "0",
                "spark.speculation.interval": "100ms",
                # 3.4+: else only tasks judged inefficient by their processing rate are copied
-               "spark.speculation.efficiency.enabled": "false"}
+               "spark.speculation.efficiency.enabled": "false",
+               # a killed attempt's Python worker lives on this long (default 2 s): long
+               # enough, however loaded the machine, for the losing attempt to write on
+               "spark.python.task.killTimeout": "10s"}
 
 # --- helpers ---------------------------------------------------------------------------------
 
@@ -203,50 +273,95 @@ def staging_leftovers(root: Path) -> list[str]:
     return sorted(p.name for p in root.parent.iterdir() if STAGING_INFIX in p.name)
 
 
-class Run:
-    """One background spark-submit with the fault daemon, its markers and its event log."""
+def gone(pid: int) -> bool:
+    """``pid`` has exited (or is a zombie nobody reaps)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
 
-    def __init__(self, cluster, tmp: Path, name: str, script: Path, args: list[str],
-                 delay: dict, conf: dict | None = None) -> None:
+
+def wait_gone(pids: list[int], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(gone(p) for p in pids):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"processes still running {timeout}s after the kill: "
+                         f"{[p for p in pids if not gone(p)]}")
+
+
+class Run:
+    """One background spark-submit with the fault daemon, its markers, kills and event log."""
+
+    def __init__(self, cluster, tmp: Path, name: str, script: Path, args: list,
+                 plan: dict | None = None, conf: dict | None = None) -> None:
         self.cluster, self.dir = cluster, tmp / name
         self.markers, self.events = self.dir / "markers", self.dir / "events"
-        for d in (self.markers, self.events):
+        for d in (self.markers / "claims", self.events):
             d.mkdir(parents=True)
         inject = self.dir / "inject"
         inject.mkdir()
         (inject / "klfault_daemon.py").write_text(INJECT)
         self.output = self.dir / "submit.out"
+        self.kills: list[tuple[str, dict]] = []
         conf = {"spark.python.daemon.module": "klfault_daemon",
                 "spark.executorEnv.PYTHONPATH": str(inject),
                 "spark.executorEnv.KLF_MARKERS": str(self.markers),
-                "spark.executorEnv.KLF_DELAY": json.dumps(delay),
+                "spark.executorEnv.KLF_PLAN": json.dumps(plan or {}),
+                "spark.executorEnv.KLF_HOLD": str(HOLD_SECONDS),
                 "spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{self.events}",
                 "spark.eventLog.rolling.enabled": "false", "spark.eventLog.compress": "false",
-                "spark.task.maxFailures": "4", **(conf or {})}
+                "spark.task.maxFailures": "4", "spark.ui.enabled": "false",
+                # a few tasks per stage, not the cluster default's 200 per shuffle
+                "spark.sql.shuffle.partitions": "4", **(conf or {})}
         self.t0 = time.monotonic()
         self.proc = spark_submit_background(script, *args, master=cluster.url, conf=conf,
                                             output=self.output)
 
     def started(self, kind: str) -> list[dict]:
+        """The task attempts of ``kind`` whose Python code started (their markers)."""
         out = []
         for p in self.markers.iterdir():
-            k, s, part, a, t, w = p.name.split("-")
-            if k == kind:
-                out.append({"stage": int(s[1:]), "partition": int(part[1:]),
-                            "attempt": int(a[1:]), "tid": int(t[1:]), "pid": int(w[1:])})
+            if p.is_file():
+                k, s, part, a, t, w = p.name.split("-")
+                if k == kind:
+                    out.append({"stage": int(s[1:]), "partition": int(part[1:]),
+                                "attempt": int(a[1:]), "tid": int(t[1:]), "pid": int(w[1:])})
         return out
 
-    def wait_started(self, kind: str, n: int = 1, timeout: float = 120) -> list[dict]:
+    def wait_started(self, kind: str, partition: int, attempt: int,
+                     timeout: float = 120) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            got = self.started(kind)
-            if len(got) >= n:
-                return got
+            got = [t for t in self.started(kind)
+                   if (t["partition"], t["attempt"]) == (partition, attempt)]
+            if got:
+                return min(got, key=lambda t: t["tid"])  # the held one: the first stage's
             if self.proc.poll() is not None:
-                raise AssertionError(f"the job ended before {n} {kind} task(s) started:\n"
-                                     + self.text()[-4000:])
-            time.sleep(0.1)
-        raise AssertionError(f"no {kind} task started within {timeout}s:\n" + self.text()[-4000:])
+                raise AssertionError(f"the job ended before {kind} task {partition} attempt "
+                                     f"{attempt} started:\n" + self.text()[-4000:])
+            time.sleep(0.05)
+        raise AssertionError(f"{kind} task {partition} attempt {attempt} did not start within "
+                             f"{timeout}s:\n" + self.text()[-4000:])
+
+    def kill(self, fault: str, kind: str, partition: int, attempt: int = 0) -> dict:
+        """Wait until that attempt runs (it then waits for this), SIGKILL its Python worker
+        (``fault="python"``) or the executor JVM it runs under (``"executor"``), and wait
+        until the killed processes are gone."""
+        task = self.wait_started(kind, partition, attempt)
+        if fault == "python":
+            assert task["pid"] in self.cluster.python_worker_pids(), "not an executor's worker"
+            victims = [task["pid"]]
+        else:
+            owners = [e for e in self.cluster.executor_pids() if task["pid"] in descendants(e)]
+            assert len(owners) == 1, f"no executor runs Python worker {task['pid']}"
+            victims = [owners[0], *descendants(owners[0])]
+        os.kill(victims[0], signal.SIGKILL)
+        wait_gone(victims)  # the executor's Python daemon and workers go with it
+        self.kills.append((fault, task))
+        return task
 
     def finish(self) -> int:
         try:
@@ -260,92 +375,59 @@ class Run:
     def text(self) -> str:
         return self.output.read_text(errors="replace")
 
-    def task_events(self) -> list[dict]:
-        """TaskStart / TaskEnd events of the application's event log."""
+    def task_ends(self) -> list[dict]:
+        """TaskEnd events of the application's event log."""
         out = []
         for f in self.events.iterdir():
             for line in f.read_text().splitlines():
-                e = json.loads(line)
-                if e["Event"] in ("SparkListenerTaskStart", "SparkListenerTaskEnd"):
-                    out.append(e)
+                if '"SparkListenerTaskEnd"' in line:
+                    out.append(json.loads(line))
         return out
 
     def summary(self) -> dict:
-        ends = Counter(e["Task End Reason"]["Reason"] for e in self.task_events()
-                       if e["Event"] == "SparkListenerTaskEnd")
-        spec = sum(1 for e in self.task_events()
-                   if e["Event"] == "SparkListenerTaskStart" and e["Task Info"]["Speculative"])
-        return {"seconds": round(self.seconds, 1), "task_ends": dict(ends),
-                "speculative_starts": spec}
+        ends = self.task_ends()
+        resumed = [p.name for p in (self.markers / "claims").glob("resumed.*")]
+        return {"seconds": round(self.seconds, 1), "loser_resumed_after_run": resumed,
+                "task_ends": dict(Counter(e["Task End Reason"]["Reason"] for e in ends)),
+                "speculative": sum(1 for e in ends if e["Task Info"]["Speculative"])}
 
 
-def kill_executor_running(run: Run, task: dict) -> int:
-    """SIGKILL the executor JVM whose Python worker runs ``task``; returns its pid."""
-    for e in run.cluster.executor_pids():
-        if task["pid"] in descendants(e):
-            os.kill(e, signal.SIGKILL)
-            return e
-    raise AssertionError(f"no executor runs Python worker {task['pid']}")
+def assert_faults_hit(run: Run, wanted: list[str]) -> None:
+    """Each kill failed the very attempt it targeted (Spark recorded it: ``ExceptionFailure``
+    for a Python worker, ``ExecutorLostFailure`` for an executor) and a later attempt of that
+    task succeeded — the retry path really ran."""
+    assert [f for f, _ in run.kills] == wanted
+    ends = run.task_ends()
+    by_tid = {e["Task Info"]["Task ID"]: e for e in ends}
+    for fault, task in run.kills:
+        end = by_tid.get(task["tid"])
+        assert end is not None, f"no TaskEnd for the killed attempt {task}"
+        reason = end["Task End Reason"]["Reason"]
+        assert reason == {"python": "ExceptionFailure",
+                          "executor": "ExecutorLostFailure"}[fault], (fault, task, reason)
+        info = end["Task Info"]
+        assert any(e["Stage ID"] == end["Stage ID"] and e["Task End Reason"]["Reason"] == "Success"
+                   and e["Task Info"]["Index"] == info["Index"]
+                   and e["Task Info"]["Task ID"] > info["Task ID"] for e in ends), \
+            f"no later attempt of the killed task {task} succeeded"
 
 
-def kill_python_worker(run: Run, task: dict) -> int:
-    assert task["pid"] in run.cluster.python_worker_pids(), "not an executor's Python worker"
-    os.kill(task["pid"], signal.SIGKILL)
-    return task["pid"]
-
-
-def inject_fault(run: Run, fault: str, kind: str, after: int) -> dict:
-    """Wait until ``after`` tasks of ``kind`` started, then kill what runs the latest one."""
-    started = run.wait_started(kind, after)
-    task = max(started, key=lambda t: t["tid"])
-    if fault == "executor":
-        kill_executor_running(run, task)
-    else:
-        kill_python_worker(run, task)
-    return task
-
-
-def assert_fault_hit(run: Run) -> None:
-    """The kill really failed a task attempt (Spark recorded it), so the retry path ran."""
-    ends = run.summary()["task_ends"]
-    assert ends.get("ExecutorLostFailure", 0) + ends.get("ExceptionFailure", 0) >= 1, ends
-
-
-def assert_duplicate_attempts(run: Run, kind: str) -> None:
-    """Speculation really ran two attempts of one task of ``kind`` (markers), and Spark says
-    so (a speculative TaskStart in the event log)."""
+def assert_duplicate_attempts(run: Run, kind: str, partition: int) -> None:
+    """Speculation really ran two attempts of task ``partition`` of ``kind`` at once (markers:
+    attempt 0 waited until another attempt had started), and Spark says so (a speculative
+    attempt in the event log)."""
     per_task = Counter((t["stage"], t["partition"]) for t in run.started(kind))
-    assert max(per_task.values()) >= 2, per_task
-    assert run.summary()["speculative_starts"] >= 1
+    assert max(n for (_, p), n in per_task.items() if p == partition) >= 2, per_task
+    assert run.summary()["speculative"] >= 1
 
 
-def assert_failed_cleanly(run: Run, before: dict, dest: Path) -> None:
+def fail_with_output(run: Run, before: dict, dest: Path) -> None:
+    """The job failed: it must have said why and left the destination as it was; the test
+    fails either way (these faults are all survivable)."""
     out = run.text()
-    assert ("Error" in out or "Exception" in out), out[-3000:]
+    assert "Error" in out or "Exception" in out, out[-3000:]
     assert snapshot(dest) == before, "a failed job changed the destination"
-
-
-# --- data ------------------------------------------------------------------------------------
-
-
-def write_source(path: Path, n: int = 4800) -> None:
-    table = records(n, topic="src", partitions=3)
-    kl.write_log(table, path, segment_bytes=4096, max_batch_records=20)
-
-
-def compaction_source(path: Path, n: int = 9000) -> None:
-    table = pa.table({
-        "topic": ["c"] * n,
-        "partition": pa.array([i % 3 for i in range(n)], pa.int32()),
-        "key": [f"k{(i * 7) % 300}".encode() for i in range(n)],
-        "value": [None if i % 13 == 0 else f"v{i}".encode() * 3 for i in range(n)],
-        "timestamp": pa.array([(T - 3_600_000 + i) * 1000 for i in range(n)],
-                              pa.timestamp("us", tz="UTC")),
-    })
-    kl.write_log(table, path, segment_bytes=2048, max_batch_records=10)
-
-
-COMPACT_OPTIONS = {"cleanup.policy": "compact", "segment.bytes": "8192"}
+    pytest.fail(f"the job failed cleanly, but it should have survived:\n{out[-3000:]}")
 
 
 def log_content(path: Path) -> list[dict]:
@@ -360,55 +442,96 @@ def no_duplicate_offsets(rows: list[dict]) -> None:
     assert not [k for k, c in keys.items() if c > 1]
 
 
+# --- data: built once for the module ---------------------------------------------------------
+
+
+COMPACT_OPTIONS = {"cleanup.policy": "compact", "segment.bytes": "8192"}
+
+
+@pytest.fixture(scope="module")
+def write_source(tmp_path_factory):
+    """A log dir to copy with ``df.write`` (read only) and its records."""
+    src = tmp_path_factory.mktemp("faults-data") / "write-src"
+    kl.write_log(records(4800, topic="src", partitions=3), src, segment_bytes=4096,
+                 max_batch_records=20)
+    return src, log_content(src)
+
+
+@pytest.fixture(scope="module")
+def compaction_source(tmp_path_factory):
+    """A log dir to compact (each run compacts its own copy) and what the local engine makes
+    of it."""
+    root = tmp_path_factory.mktemp("faults-data")
+    n = 9000
+    table = pa.table({
+        "topic": ["c"] * n,
+        "partition": pa.array([i % 3 for i in range(n)], pa.int32()),
+        "key": [f"k{(i * 7) % 300}".encode() for i in range(n)],
+        "value": [None if i % 13 == 0 else f"v{i}".encode() * 3 for i in range(n)],
+        "timestamp": pa.array([(T - 3_600_000 + i) * 1000 for i in range(n)],
+                              pa.timestamp("us", tz="UTC")),
+    })
+    src, local = root / "compact-src", root / "compact-local"
+    kl.write_log(table, src, segment_bytes=2048, max_batch_records=10)
+    shutil.copytree(src, local)
+    compact(local, now_ms=T, execute=True, force=True, options=COMPACT_OPTIONS)
+    expected = log_content(local)
+    assert len(expected) < n  # compaction drops records here
+    return src, expected
+
+
+@pytest.fixture(scope="module")
+def migrate_source(tmp_path_factory):
+    """A log dir to migrate to Delta (read only) and its rows."""
+    src = tmp_path_factory.mktemp("faults-data") / "migrate-src"
+    kl.write_log(records(3000, topic="orders", partitions=4), src, segment_bytes=4096,
+                 max_batch_records=20)
+    return src, log_rows(src)
+
+
 # --- the three jobs ------------------------------------------------------------------------------
 
 
-def run_write(cluster, tmp: Path, name: str, delay: dict, fault: str | None = None,
-              conf: dict | None = None):
-    src, dst = tmp / f"{name}-src", tmp / f"{name}-dst"
-    write_source(src)
+def start_write(cluster, tmp: Path, source, name: str, plan=None, conf=None):
+    src, _ = source
+    dst = tmp / f"{name}-dst"
     kl.write_log(records(50, topic="other", partitions=2), dst)  # the destination has data
-    before, other = snapshot(dst), snapshot(dst)
     script = tmp / "write_job.py"
     script.write_text(WRITE_JOB)
-    run = Run(cluster, tmp, name, script, [src, dst, "48"], delay, conf)
-    if fault:
-        run.injected = inject_fault(run, fault, "write", after=6)
-    code = run.finish()
-    if code != 0:
-        assert_failed_cleanly(run, before, dst)
-        return run, False
-    assert len({t["partition"] for t in run.started("write")}) >= 40  # 40+ write tasks
+    run = Run(cluster, tmp, name, script, [src, dst, WRITE_TASKS], plan, conf)
+    return run, dst, snapshot(dst)
+
+
+def check_write(run: Run, source, dst: Path, before: dict) -> None:
+    _, expected = source
+    if run.finish() != 0:
+        fail_with_output(run, before, dst)
+    assert len({t["partition"] for t in run.started("write")}) >= WRITE_TASKS
     got = log_content(dst)
     no_duplicate_offsets(got)
-    assert [r for r in got if r["topic"] == "src"] == log_content(src)
+    assert [r for r in got if r["topic"] == "src"] == expected
     assert {k: v for k, v in snapshot(dst).items() if k.startswith("other-")} == \
-        {k: v for k, v in other.items() if k.startswith("other-")}
+        {k: v for k, v in before.items() if k.startswith("other-")}
     report = kl.verify(dst, deep=True)
     assert report.ok, report.problems
     assert staging_leftovers(dst) == []
-    return run, True
 
 
-def run_compact(cluster, tmp: Path, name: str, delay: dict, fault: str | None = None,
-                kind: str = "rewrite", conf: dict | None = None):
-    log_dir, local = tmp / f"{name}-logs", tmp / f"{name}-local"
-    compaction_source(log_dir)
-    shutil.copytree(log_dir, local)
-    compact(local, now_ms=T, execute=True, force=True, options=COMPACT_OPTIONS)
-    expected = log_content(local)
-    assert len(expected) < len(log_content(log_dir))  # compaction drops records here
-    before = snapshot(log_dir)
+def start_compact(cluster, tmp: Path, source, name: str, plan=None, conf=None):
+    src, _ = source
+    log_dir = tmp / f"{name}-logs"
+    shutil.copytree(src, log_dir)
     args = ["--execute", "--force", "--now", str(T)]
     for k, v in COMPACT_OPTIONS.items():
         args += ["--config", f"{k}={v}"]
-    run = Run(cluster, tmp, name, REPO / "jobs" / "compact.py", [*args, log_dir], delay, conf)
-    if fault:
-        run.injected = inject_fault(run, fault, kind, after=2)
-    code = run.finish()
-    if code != 0:
-        assert_failed_cleanly(run, before, log_dir)
-        return run, False
+    run = Run(cluster, tmp, name, REPO / "jobs" / "compact.py", [*args, log_dir], plan, conf)
+    return run, log_dir, snapshot(log_dir)
+
+
+def check_compact(run: Run, source, log_dir: Path, before: dict) -> None:
+    _, expected = source
+    if run.finish() != 0:
+        fail_with_output(run, before, log_dir)
     got = log_content(log_dir)
     no_duplicate_offsets(got)
     assert got == expected
@@ -416,61 +539,65 @@ def run_compact(cluster, tmp: Path, name: str, delay: dict, fault: str | None = 
     assert report.ok, report.problems
     stray = [p.name for p in log_dir.rglob("*") if p.suffix in (".cleaned", ".swap", ".deleted")]
     assert stray == [] and staging_leftovers(log_dir) == []
-    return run, True
 
 
-def run_migrate(cluster, tmp: Path, name: str, delay: dict, fault: str | None = None,
-                conf: dict | None = None):
-    src, dest = tmp / f"{name}-src", tmp / f"{name}-delta"
-    kl.write_log(records(3000, topic="orders", partitions=4), src, segment_bytes=4096,
-                 max_batch_records=20)
+def start_migrate(cluster, tmp: Path, source, name: str, plan=None, conf=None):
+    src, _ = source
+    dest = tmp / f"{name}-delta"
     dest.mkdir()
-    before = snapshot(dest)
-    run = Run(cluster, tmp, name, REPO / "jobs" / "migrate_delta.py", [src, dest], delay,
-              conf)
-    if fault:
-        run.injected = inject_fault(run, fault, "migrate", after=1)
-    code = run.finish()
-    if code != 0:
-        assert_failed_cleanly(run, before, dest)
-        return run, False
-    got = delta_rows(dest / "orders")
+    run = Run(cluster, tmp, name, REPO / "jobs" / "migrate_delta.py", [src, dest], plan, conf)
+    return run, dest, snapshot(dest)
+
+
+def check_migrate(run: Run, source, dest: Path, before: dict) -> None:
+    _, expected = source
+    if run.finish() != 0:
+        fail_with_output(run, before, dest)
+    table = dest / "orders"
+    got = delta_rows(table)
     no_duplicate_offsets(got)
-    assert got == log_rows(src)
-    assert parquet_on_disk(dest / "orders") == table_files(dest / "orders")
-    return run, True
+    assert got == expected
+    assert parquet_on_disk(table) == table_files(table)
+    state = table / STATE_DIR
+    assert not list((state / "runs").iterdir())
+    assert not (state / "staging").exists() or not list((state / "staging").rglob("*.parquet"))
 
 
 # --- the tests -------------------------------------------------------------------------------
 
 
-WRITE_DELAY = {"write": {"task": 0.3}}
-COMPACT_DELAY = {"keys": {"task": 1.0}, "rewrite": {"task": 0.8}}
-MIGRATE_DELAY = {"migrate": {"task": 4.0}}
+def test_write_survives_killed_python_worker_and_executor(spark_cluster, tmp_path, write_source):
+    run, dst, before = start_write(spark_cluster, tmp_path, write_source, "write-faults",
+                                   plan={"kill": [["write", 2, 0], ["write", 5, 0]]})
+    run.kill("python", "write", 2)
+    run.kill("executor", "write", 5)
+    check_write(run, write_source, dst, before)
+    print("\nwrite faults", run.summary())
+    assert_faults_hit(run, ["python", "executor"])
 
 
-@pytest.mark.parametrize("fault", ["executor", "python"])
-def test_write_survives_a_killed(spark_cluster, tmp_path, fault):
-    run, ok = run_write(spark_cluster, tmp_path, f"write-{fault}", WRITE_DELAY, fault)
-    print("\nwrite", fault, run.summary())
-    assert_fault_hit(run)
-    assert ok, "the job failed: " + run.text()[-3000:]
+def test_compaction_survives_killed_python_worker_and_executor(spark_cluster, tmp_path,
+                                                               compaction_source):
+    run, log_dir, before = start_compact(spark_cluster, tmp_path, compaction_source,
+                                         "compact-faults",
+                                         plan={"kill": [["keys", 1, 0], ["rewrite", 2, 0]]})
+    run.kill("python", "keys", 1)  # the key pass (the shuffle's map stage)
+    run.kill("executor", "rewrite", 2)  # a later stage: the cleaned segments' rewrite
+    check_compact(run, compaction_source, log_dir, before)
+    print("\ncompact faults", run.summary())
+    assert_faults_hit(run, ["python", "executor"])
 
 
-@pytest.mark.parametrize("fault, kind", [("executor", "rewrite"), ("python", "keys")])
-def test_compaction_survives_a_killed(spark_cluster, tmp_path, fault, kind):
-    run, ok = run_compact(spark_cluster, tmp_path, f"compact-{fault}", COMPACT_DELAY, fault, kind)
-    print("\ncompact", fault, kind, run.summary())
-    assert_fault_hit(run)
-    assert ok, "the job failed: " + run.text()[-3000:]
-
-
-@pytest.mark.parametrize("fault", ["executor", "python"])
-def test_migration_survives_a_killed(spark_cluster, tmp_path, fault):
-    run, ok = run_migrate(spark_cluster, tmp_path, f"migrate-{fault}", MIGRATE_DELAY, fault)
-    print("\nmigrate", fault, run.summary())
-    assert_fault_hit(run)
-    assert ok, "the job failed: " + run.text()[-3000:]
+def test_migration_survives_killed_python_worker_and_executor(spark_cluster, tmp_path,
+                                                              migrate_source):
+    # one Spark stage: its task 0 loses its Python worker, then its retry loses its executor
+    run, dest, before = start_migrate(spark_cluster, tmp_path, migrate_source, "migrate-faults",
+                                      plan={"kill": [["migrate", 0, 0], ["migrate", 0, 1]]})
+    run.kill("python", "migrate", 0, attempt=0)
+    run.kill("executor", "migrate", 0, attempt=1)
+    check_migrate(run, migrate_source, dest, before)
+    print("\nmigrate faults", run.summary())
+    assert_faults_hit(run, ["python", "executor"])
 
 
 @pytest.fixture(scope="module")
@@ -481,26 +608,47 @@ def second_host(spark_cluster):
     remove_worker(spark_cluster, proc)
 
 
-def test_write_with_speculation(second_host, tmp_path):
-    delay = {"write": {"task": 0.2, "slow_partition": 30, "slow_task": 3, "slow": 0.2}}
-    conf = {**SPECULATION, "spark.sql.execution.arrow.maxRecordsPerBatch": "10"}
-    run, ok = run_write(second_host, tmp_path, "write-spec", delay, conf=conf)
+def staging_glob(log_dir: Path) -> str:
+    return str(log_dir.parent / f".{log_dir.name}{STAGING_INFIX}*")
+
+
+# Each race: attempt 0 of one task waits until Spark has started a speculative copy of it; the
+# attempt that is to lose then stops at its first batch/write until the driver has finished the
+# run (its staging gone), and carries on writing — a killed attempt whose Python worker is not
+# dead yet (Spark kills it spark.python.task.killTimeout after the task: 2 s by default).
+
+
+def test_write_with_speculation(second_host, tmp_path, write_source):
+    # the copy wins; the original writes on after the driver published and dropped the staging
+    run, dst, before = start_write(
+        second_host, tmp_path, write_source, "write-spec",
+        plan={"race": {"kind": "write", "partition": 5, "loser": 0,
+                       "until_gone": staging_glob(tmp_path / "write-spec-dst")}},
+        conf={**SPECULATION, "spark.sql.execution.arrow.maxRecordsPerBatch": "10"})
+    check_write(run, write_source, dst, before)
     print("\nwrite speculation", run.summary())
-    assert_duplicate_attempts(run, "write")
+    assert_duplicate_attempts(run, "write", 5)
 
 
-def test_compaction_with_speculation(second_host, tmp_path):
-    # the copy writes slower than the original: the original wins while the copy, which
-    # reopened the same .cleaned file, is half way
-    delay = {"keys": {"task": 0.3},
-             "rewrite": {"slow_partition": 8, "slow": 0.05, "slow_copy": 0.5}}
-    run, ok = run_compact(second_host, tmp_path, "compact-spec", delay, conf=SPECULATION)
+def test_compaction_with_speculation(second_host, tmp_path, compaction_source):
+    # the original wins; the copy, half way through its file, writes on after the swap
+    run, log_dir, before = start_compact(
+        second_host, tmp_path, compaction_source, "compact-spec",
+        plan={"race": {"kind": "rewrite", "partition": 1, "loser": 1,
+                       "until_gone": staging_glob(tmp_path / "compact-spec-logs")}},
+        conf=SPECULATION)
+    check_compact(run, compaction_source, log_dir, before)
     print("\ncompact speculation", run.summary())
-    assert_duplicate_attempts(run, "rewrite")
+    assert_duplicate_attempts(run, "rewrite", 1)
 
 
-def test_migration_with_speculation(second_host, tmp_path):
-    delay = {"migrate": {"task": 1.0, "slow_partition": 0, "slow_task": 6, "slow": 0.2}}
-    run, ok = run_migrate(second_host, tmp_path, "migrate-spec", delay, conf=SPECULATION)
+def test_migration_with_speculation(second_host, tmp_path, migrate_source):
+    # the copy wins; the original decodes and writes its Parquet after the commit
+    runs = tmp_path / "migrate-spec-delta" / "orders" / STATE_DIR / "runs" / "*"
+    run, dest, before = start_migrate(
+        second_host, tmp_path, migrate_source, "migrate-spec",
+        plan={"race": {"kind": "migrate", "partition": 0, "loser": 0, "until_gone": str(runs)}},
+        conf=SPECULATION)
+    check_migrate(run, migrate_source, dest, before)
     print("\nmigrate speculation", run.summary())
-    assert_duplicate_attempts(run, "migrate")
+    assert_duplicate_attempts(run, "migrate", 0)

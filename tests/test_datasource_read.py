@@ -138,12 +138,6 @@ def test_schema_is_record_schema(log_dir, headers, metadata):
                                                 "timestamp", "timestampType"]
 
 
-def test_user_schema_is_refused(log_dir):
-    source = KafkaLogDataSource({"path": str(log_dir)})
-    with pytest.raises(InvalidOptionError, match="fixed schema"):
-        source.reader(spark_schema(True))
-
-
 # --- reading ---------------------------------------------------------------------------------
 
 

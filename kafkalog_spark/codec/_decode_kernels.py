@@ -17,16 +17,20 @@ Nothing here raises for bad data.
 
 Row filter: only records with ``min_off <= offset <= max_off`` become rows; the others are still
 parsed (a batch is valid or not as a whole).
+
+Column flags (column pruning): ``with_key`` / ``with_value`` / ``with_headers`` False leave that
+column's bytes out of the size pass's totals and uncopied by the fill pass, which then writes
+nothing into its arrays (the caller passes placeholders). Every record is still validated.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
 from . import layout as L
 from ._bytes import load_i32, load_i64, load_i8, load_u32, read_varint, read_varlong
 from ._encode_kernels import copy_bytes
+from ._jit import njit
 from .crc import crc_range
 
 UNIT_V2 = 0
@@ -88,11 +92,13 @@ def increment_sequence(base, delta):
 # costs ~40 ns (reference counting), which per record would be a third of the decode time.
 
 @njit(cache=True, nogil=True)
-def _v2_size(s, start, end, count, base_offset, min_off, max_off, with_headers):
+def _v2_size(s, start, end, count, base_offset, min_off, max_off, with_key, with_value,
+             with_headers):
     """Validate ``count`` records in ``s[start:end]``.
 
     Returns ``(status, error position, rows, key bytes, value bytes, headers, header key bytes,
-    header value bytes)``; the sizes count records in ``[min_off, max_off]`` only."""
+    header value bytes)``; the sizes count records in ``[min_off, max_off]`` only, and only
+    for the columns asked for."""
     rows = kd = vd = nh = hkd = hvd = 0
     if count < 0:
         return ERR_NEGATIVE_COUNT, start, 0, 0, 0, 0, 0, 0
@@ -172,8 +178,10 @@ def _v2_size(s, start, end, count, base_offset, min_off, max_off, with_headers):
         if st != OK:
             return st, p, 0, 0, 0, 0, 0, 0
         if keep:
-            kd += max(klen, 0)
-            vd += max(vlen, 0)
+            if with_key:
+                kd += max(klen, 0)
+            if with_value:
+                vd += max(vlen, 0)
             rows += 1
         p = body_end
     if p != end:
@@ -267,11 +275,12 @@ def _legacy_set_size(s, start, end, wrapper_offset, wrapper_magic, min_off, max_
 
 @njit(cache=True, nogil=True)
 def size_units(buf, aux, kind, src, start, end, base_offset, count, magic, min_off, max_off,
-               verify, crc_tables, status, err_pos, n_rows, first_offset, totals, with_headers):
+               verify, crc_tables, status, err_pos, n_rows, first_offset, totals, with_key,
+               with_value, with_headers):
     """Size pass: validate every unit whose ``status`` is OK on entry (the caller marks entries
     its header checks rejected); write ``status``, ``err_pos``, ``n_rows`` and ``first_offset``
     per unit and add the chunk's totals to ``totals`` (rows, key bytes, value bytes, headers,
-    header key bytes, header value bytes)."""
+    header key bytes, header value bytes; key / value / header bytes only ``with_*``)."""
     for u in range(len(kind)):
         if status[u] != OK:
             continue
@@ -282,7 +291,7 @@ def size_units(buf, aux, kind, src, start, end, base_offset, count, magic, min_o
         if k == UNIT_V2:
             st, pos, rows, kd, vd, nh, hkd, hvd = _v2_size(s, start[u], end[u], count[u],
                                                            base_offset[u], min_off, max_off,
-                                                           with_headers)
+                                                           with_key, with_value, with_headers)
         elif k == UNIT_LEGACY_MSG:
             st, _, kl, _, vl = _legacy_fields(s, start[u])
             pos = start[u]
@@ -298,8 +307,10 @@ def size_units(buf, aux, kind, src, start, end, base_offset, count, magic, min_o
         err_pos[u] = pos
         n_rows[u] = rows
         totals[C_ROWS] += rows
-        totals[C_KEY] += kd
-        totals[C_VALUE] += vd
+        if with_key:
+            totals[C_KEY] += kd
+        if with_value:
+            totals[C_VALUE] += vd
         totals[C_HDR] += nh
         totals[C_HKEY] += hkd
         totals[C_HVAL] += hvd
@@ -325,9 +336,11 @@ def _put_nullable(off, data, valid, row, pos, s, start, length):
 def _v2_fill(s, start, count, base_offset, log_append, base_ts, max_ts, ts_type, base_seq, u,
              min_off, max_off, rows, kd, vd, nh, hkd, hvd, r_offset, r_ts, r_ts_type, r_seq,
              r_unit, key_off, key_data, key_valid, val_off, val_data, val_valid, hdr_off,
-             hdr_valid, hkey_off, hkey_data, hval_off, hval_data, hval_valid, with_headers):
+             hdr_valid, hkey_off, hkey_data, hval_off, hval_data, hval_valid, with_key,
+             with_value, with_headers):
     """Write the rows of a v2 unit the size pass accepted (so no checks); one call per batch.
-    Returns the advanced cursors ``(rows, kd, vd, nh, hkd, hvd)``.
+    Returns the advanced cursors ``(rows, kd, vd, nh, hkd, hvd)``. A record's fields past the
+    last column asked for are not parsed (the next record starts at ``body_end``).
 
     The per-record loop calls only ``read_varint``/``read_varlong`` and ``copy_bytes`` (memcpy):
     a helper taking the column arrays costs ~40 ns per call, and numba-level inlining or a
@@ -342,20 +355,26 @@ def _v2_fill(s, start, count, base_offset, log_append, base_ts, max_ts, ts_type,
         off_delta, q = read_varint(s, q, n)
         offset = base_offset + off_delta
         if offset >= min_off and offset <= max_off:
-            klen, q = read_varint(s, q, n)
-            if klen >= 0:
-                copy_bytes(key_data, kd, s, q, klen)
-                kd += klen
-                q += klen
-            key_valid[rows] = klen >= 0
-            key_off[rows + 1] = kd
-            vlen, q = read_varint(s, q, n)
-            if vlen >= 0:
-                copy_bytes(val_data, vd, s, q, vlen)
-                vd += vlen
-                q += vlen
-            val_valid[rows] = vlen >= 0
-            val_off[rows + 1] = vd
+            if with_key or with_value or with_headers:
+                klen, q = read_varint(s, q, n)
+                if with_key:
+                    if klen >= 0:
+                        copy_bytes(key_data, kd, s, q, klen)
+                        kd += klen
+                    key_valid[rows] = klen >= 0
+                    key_off[rows + 1] = kd
+                if klen > 0:
+                    q += klen
+            if with_value or with_headers:
+                vlen, q = read_varint(s, q, n)
+                if with_value:
+                    if vlen >= 0:
+                        copy_bytes(val_data, vd, s, q, vlen)
+                        vd += vlen
+                    val_valid[rows] = vlen >= 0
+                    val_off[rows + 1] = vd
+                if vlen > 0:
+                    q += vlen
             if with_headers:
                 hcount, q = read_varint(s, q, n)
                 for _h in range(hcount):
@@ -387,7 +406,7 @@ def _v2_fill(s, start, count, base_offset, log_append, base_ts, max_ts, ts_type,
 def _legacy_fill(s, first, last, base, wrapper_magic, wrapper_ts, wrapper_ts_type, u, min_off,
                  max_off, rows, kd, vd, nh, r_offset, r_ts, r_ts_type, r_seq, r_unit, key_off,
                  key_data, key_valid, val_off, val_data, val_valid, hdr_off, hdr_valid,
-                 with_headers):
+                 with_key, with_value, with_headers):
     """Write the rows of the accepted v0/v1 messages at ``s[first:last)``: one message unit
     (``wrapper_magic`` -1; ``wrapper_ts``/``wrapper_ts_type`` are then its own, ``base`` 0) or
     the inner messages of a wrapper (offsets relative to ``base``). Returns ``(rows, kd, vd)``."""
@@ -408,9 +427,12 @@ def _legacy_fill(s, first, last, base, wrapper_magic, wrapper_ts, wrapper_ts_typ
                 attrs = load_i8(s, p + L.LEGACY_ATTRIBUTES_OFFSET)
                 tt = 1 if (attrs & L.LEGACY_TIMESTAMP_TYPE_MASK) else 0
                 ts = load_i64(s, p + L.LEGACY_TIMESTAMP_OFFSET)
-            _, ks, kl, vs, vl = _legacy_fields(s, p)
-            kd = _put_nullable(key_off, key_data, key_valid, rows, kd, s, ks, kl)
-            vd = _put_nullable(val_off, val_data, val_valid, rows, vd, s, vs, vl)
+            if with_key or with_value:
+                _, ks, kl, vs, vl = _legacy_fields(s, p)
+                if with_key:
+                    kd = _put_nullable(key_off, key_data, key_valid, rows, kd, s, ks, kl)
+                if with_value:
+                    vd = _put_nullable(val_off, val_data, val_valid, rows, vd, s, vs, vl)
             r_offset[rows] = offset
             r_ts[rows] = ts
             r_ts_type[rows] = tt
@@ -429,9 +451,10 @@ def fill_units(buf, aux, kind, src, start, end, base_offset, count, magic, ts_ty
                max_ts, base_seq, min_off, max_off, status, first_offset, r_offset, r_ts,
                r_ts_type, r_seq, r_unit, key_off, key_data, key_valid, val_off, val_data,
                val_valid, hdr_off, hdr_valid, hkey_off, hkey_data, hval_off, hval_data,
-               hval_valid, with_headers):
+               hval_valid, with_key, with_value, with_headers):
     """Fill pass: write the rows of every unit the size pass accepted into arrays sized from its
-    totals (offset arrays hold a leading 0; the header arrays are used only ``with_headers``).
+    totals (offset arrays hold a leading 0; the key / value / header arrays are used only
+    ``with_key`` / ``with_value`` / ``with_headers``).
     One call per unit; the per-record loops take no calls."""
     rows = kd = vd = nh = hkd = hvd = 0
     for u in range(len(kind)):
@@ -445,7 +468,8 @@ def fill_units(buf, aux, kind, src, start, end, base_offset, count, magic, ts_ty
                 base_ts[u], max_ts[u], ts_type[u], base_seq[u], u, min_off, max_off,
                 rows, kd, vd, nh, hkd, hvd, r_offset, r_ts, r_ts_type, r_seq, r_unit, key_off,
                 key_data, key_valid, val_off, val_data, val_valid, hdr_off, hdr_valid, hkey_off,
-                hkey_data, hval_off, hval_data, hval_valid, with_headers)
+                hkey_data, hval_off, hval_data, hval_valid, with_key, with_value,
+                with_headers)
         else:
             if k == UNIT_LEGACY_MSG:
                 first, last, base, wmagic = start[u], start[u] + 1, base_offset[u] - load_i64(
@@ -457,4 +481,4 @@ def fill_units(buf, aux, kind, src, start, end, base_offset, count, magic, ts_ty
                                         min_off, max_off, rows, kd, vd, nh, r_offset, r_ts,
                                         r_ts_type, r_seq, r_unit, key_off, key_data, key_valid,
                                         val_off, val_data, val_valid, hdr_off, hdr_valid,
-                                        with_headers)
+                                        with_key, with_value, with_headers)

@@ -46,7 +46,7 @@ from .decode_columns import _ChunkColumns, _Units
 from .legacy import check_legacy_codec, wrapper_value_range
 from .scan import (STOP_BAD_MAGIC, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, EntryTable,
                    as_uint8, scan_entries)
-from .schema import record_schema
+from .schema import check_columns, default_columns, record_schema
 from ..errors import (CorruptRecordError, InvalidOptionError, KafkaLogError, Location,
                       MissingCodecError, TruncatedDataError, UnsupportedFormatError)
 
@@ -70,6 +70,10 @@ class DecodeOptions:
         Check CRC-32 (v0/v1, inner messages of wrappers included) and CRC-32C (v2).
     include_headers, include_metadata : bool
         Add the ``headers`` column / the Kafka metadata columns (``codec.schema``).
+    columns : sequence of str, optional
+        Decode only these columns, in this order (any subset of ``codec.schema.ALL_COLUMNS``;
+        the two flags above then do not matter). Key, value and header bytes not asked for
+        are neither sized nor copied. Checked by :func:`~kafkalog_spark.codec.schema.check_columns`.
     include_control : bool
         Return the records of control batches (transaction markers, KRaft control records),
         which a consumer never sees.
@@ -94,8 +98,14 @@ class DecodeOptions:
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
     max_rows: int = DEFAULT_MAX_ROWS
     allow_partial_tail: bool = False
+    columns: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
+        if self.columns is not None:
+            if isinstance(self.columns, str):
+                raise InvalidOptionError(f"columns must be a sequence of column names; "
+                                         f"got {self.columns!r}")
+            object.__setattr__(self, "columns", check_columns(self.columns))
         if self.on_error not in ON_ERROR_CHOICES:
             raise InvalidOptionError(f"on_error must be one of {', '.join(ON_ERROR_CHOICES)}; "
                                      f"got {self.on_error!r}")
@@ -110,6 +120,13 @@ class DecodeOptions:
             if not isinstance(getattr(self, name), bool):
                 raise InvalidOptionError(f"{name} must be True or False; "
                                          f"got {getattr(self, name)!r}")
+
+    @property
+    def output_columns(self) -> tuple[str, ...]:
+        """The names of the decoded columns, in order."""
+        if self.columns is not None:
+            return self.columns
+        return default_columns(self.include_headers, self.include_metadata)
 
 
 @dataclass(frozen=True)
@@ -166,7 +183,7 @@ def decode_entries(data: Any, *, topic: str, partition: int,
     -------
     DecodeResult
         Iterator of ``pyarrow.RecordBatch`` (schema ``record_schema(include_headers,
-        include_metadata)``, at most ``max_rows`` rows each), with ``bad_ranges``.
+        include_metadata, columns)``, at most ``max_rows`` rows each), with ``bad_ranges``.
 
     Raises
     ------
@@ -175,7 +192,7 @@ def decode_entries(data: Any, *, topic: str, partition: int,
         :class:`TruncatedDataError`, :class:`UnsupportedFormatError` (magic, codec),
         :class:`CompressionError`; in both modes :class:`MissingCodecError`.
     """
-    schema = record_schema(options.include_headers, options.include_metadata)
+    schema = record_schema(columns=options.output_columns)
     result = DecodeResult(schema, iter(()))
     decoder = _Decoder(as_uint8(data), topic, partition, options, file, schema,
                        result.bad_ranges)
@@ -347,6 +364,9 @@ class _Decoder(_ChunkColumns):
             step = self.options.max_rows
             for s in range(0, n, step):
                 m = min(step, n - s)
+                if not self.schema:  # no columns asked for: the row count only
+                    yield pa.record_batch([pa.nulls(m)], names=["_"]).select([])
+                    continue
                 yield pa.RecordBatch.from_arrays(
                     [self._constant(f.name, m) if arrays[f.name] is None
                      else arrays[f.name].slice(s, m) for f in self.schema], schema=self.schema)

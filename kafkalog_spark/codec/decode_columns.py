@@ -2,7 +2,9 @@
 size and fill passes into numpy arrays, and the Arrow record columns built over those arrays.
 
 Used by :class:`kafkalog_spark.codec.decode._Decoder`, which picks the entries of a chunk and
-handles their errors; everything here runs once per chunk, never per record in Python.
+handles their errors; everything here runs once per chunk, never per record in Python. Only
+the columns of the decoder's schema are built: key, value and header bytes not asked for are
+neither sized nor copied (the kernels' ``with_*`` flags), the other columns not computed.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from . import _decode_kernels as K
 from . import layout as L
 from .crc import CRC32_TABLES
 from .scan import EntryTable
-from .schema import HEADER_TYPE, HEADERS_TYPE
+from .schema import HEADER_TYPE, HEADERS_TYPE, METADATA_COLUMNS
 
 if TYPE_CHECKING:
     from .decode import DecodeOptions
 
 # Kafka timestamps are milliseconds; beyond this they do not fit microseconds in int64
 MAX_TIMESTAMP_MS = (2**63 - 1) // 1000
+_METADATA = frozenset(METADATA_COLUMNS)
 _CODEC_STRINGS = pa.array([L.CODEC_NAMES.get(i, "unknown") for i in range(8)], pa.string())
 
 
@@ -59,24 +62,28 @@ class _ChunkColumns:
         units.err_pos = np.zeros(n_units, dtype=np.int64)
         units.first_offset = units.base_offset.copy()
         n_rows = np.zeros(n_units, dtype=np.int64)
-        with_headers = self.options.include_headers
+        names = self.schema.names
+        with_key, with_value, with_headers = "key" in names, "value" in names, "headers" in names
         K.size_units(self.buf, aux, units.kind, units.src, units.start, units.end,
                      units.base_offset, units.count, units.magic, lo, hi,
                      self.options.verify_crc, CRC32_TABLES, units.status, units.err_pos, n_rows,
-                     units.first_offset, totals, with_headers)
+                     units.first_offset, totals, with_key, with_value, with_headers)
         rows, kd, vd, nh, hkd, hvd = (int(x) for x in totals)
         if rows == 0:
             return None
-        # the header arrays are only read with include_headers; else one-element placeholders
+        # the key / value / header arrays are only written when asked for; else one-element
+        # placeholders (the size pass left their byte totals at 0)
+        kr = rows if with_key else 0
+        vr = rows if with_value else 0
         hr = rows if with_headers else 0
         c: dict[str, np.ndarray] = {
             "offset": _empty(rows, np.int64), "ts": _empty(rows, np.int64),
             "ts_type": _empty(rows, np.int8), "seq": _empty(rows, np.int32),
             "unit": _empty(rows, np.int32),
-            "key_off": _offsets(rows), "key_data": _empty(kd, np.uint8),
-            "key_valid": _empty(rows, np.uint8),
-            "val_off": _offsets(rows), "val_data": _empty(vd, np.uint8),
-            "val_valid": _empty(rows, np.uint8),
+            "key_off": _offsets(kr), "key_data": _empty(kd, np.uint8),
+            "key_valid": _empty(kr, np.uint8),
+            "val_off": _offsets(vr), "val_data": _empty(vd, np.uint8),
+            "val_valid": _empty(vr, np.uint8),
             "hdr_off": _offsets(hr), "hdr_valid": _empty(hr, np.uint8),
             "hkey_off": _offsets(nh), "hkey_data": _empty(hkd, np.uint8),
             "hval_off": _offsets(nh), "hval_data": _empty(hvd, np.uint8),
@@ -88,48 +95,55 @@ class _ChunkColumns:
                      c["offset"], c["ts"], c["ts_type"], c["seq"], c["unit"], c["key_off"],
                      c["key_data"], c["key_valid"], c["val_off"], c["val_data"], c["val_valid"],
                      c["hdr_off"], c["hdr_valid"], c["hkey_off"], c["hkey_data"], c["hval_off"],
-                     c["hval_data"], c["hval_valid"], with_headers)
+                     c["hval_data"], c["hval_valid"], with_key, with_value, with_headers)
         c["nh"] = np.array(nh)
         return c
 
     # --- Arrow ------------------------------------------------------------------------------
     def _columns(self, c: dict[str, np.ndarray], units: "_Units", entries: EntryTable,
                  idx: np.ndarray) -> dict[str, pa.Array | None]:
-        """Arrow columns of a chunk's rows (``None`` for the constant topic/partition)."""
+        """Arrow columns of a chunk's rows, those of the schema only (``None`` for the constant
+        topic/partition)."""
         n = len(c["offset"])
-        ts, tt = c["ts"], c["ts_type"]
-        ts_valid = ((tt != L.NO_TIMESTAMP_TYPE) & (ts != L.NO_TIMESTAMP)
-                    & (np.abs(ts) <= MAX_TIMESTAMP_MS))
-        ts_us = np.where(ts_valid, ts, 0) * 1000
-        cols: dict[str, pa.Array | None] = {
-            "key": _binary(pa.binary(), n, c["key_off"], c["key_data"], c["key_valid"]),
-            "value": _binary(pa.binary(), n, c["val_off"], c["val_data"], c["val_valid"]),
-            "topic": None,
-            "partition": None,
-            "offset": pa.array(c["offset"]),
-            "timestamp": pa.Array.from_buffers(self.schema.field("timestamp").type, n,
-                                               [_bitmap(ts_valid, n), pa.py_buffer(ts_us)]),
-            "timestampType": pa.array(tt.astype(np.int32)),
-        }
-        if self.options.include_headers:
+        names = set(self.schema.names)
+        cols: dict[str, pa.Array | None] = {"topic": None, "partition": None}
+        if "key" in names:
+            cols["key"] = _binary(pa.binary(), n, c["key_off"], c["key_data"], c["key_valid"])
+        if "value" in names:
+            cols["value"] = _binary(pa.binary(), n, c["val_off"], c["val_data"], c["val_valid"])
+        if "offset" in names:
+            cols["offset"] = pa.array(c["offset"])
+        tt = c["ts_type"]
+        if "timestamp" in names:
+            ts = c["ts"]
+            ts_valid = ((tt != L.NO_TIMESTAMP_TYPE) & (ts != L.NO_TIMESTAMP)
+                        & (np.abs(ts) <= MAX_TIMESTAMP_MS))
+            ts_us = np.where(ts_valid, ts, 0) * 1000
+            cols["timestamp"] = pa.Array.from_buffers(self.schema.field("timestamp").type, n,
+                                                      [_bitmap(ts_valid, n), pa.py_buffer(ts_us)])
+        if "timestampType" in names:
+            cols["timestampType"] = pa.array(tt.astype(np.int32))
+        if "headers" in names:
             cols["headers"] = self._headers(c, n)
-        if self.options.include_metadata:
+        if names & _METADATA:
             u = c["unit"]
             e = idx[u]
             attrs = entries.attributes[e]
             is_v2 = entries.magic[e] == 2
-            cols.update({
-                "leaderEpoch": pa.array(entries.leader_epoch[e]),
-                "producerId": pa.array(entries.producer_id[e]),
-                "producerEpoch": pa.array(entries.producer_epoch[e]),
-                "sequence": pa.array(c["seq"]),
-                "isTransactional": pa.array(is_v2 & ((attrs & L.TRANSACTIONAL_FLAG_MASK) != 0)),
-                "isControl": pa.array(is_v2 & ((attrs & L.CONTROL_FLAG_MASK) != 0)),
-                "batchBaseOffset": pa.array(units.first_offset[u]),
-                "batchLastOffset": pa.array(entries.last_offset[e]),
-                "magic": pa.array(entries.magic[e]),
-                "compression": _CODEC_STRINGS.take(pa.array(entries.codec[e])),
-            })
+            metadata = {
+                "leaderEpoch": lambda: pa.array(entries.leader_epoch[e]),
+                "producerId": lambda: pa.array(entries.producer_id[e]),
+                "producerEpoch": lambda: pa.array(entries.producer_epoch[e]),
+                "sequence": lambda: pa.array(c["seq"]),
+                "isTransactional": lambda: pa.array(
+                    is_v2 & ((attrs & L.TRANSACTIONAL_FLAG_MASK) != 0)),
+                "isControl": lambda: pa.array(is_v2 & ((attrs & L.CONTROL_FLAG_MASK) != 0)),
+                "batchBaseOffset": lambda: pa.array(units.first_offset[u]),
+                "batchLastOffset": lambda: pa.array(entries.last_offset[e]),
+                "magic": lambda: pa.array(entries.magic[e]),
+                "compression": lambda: _CODEC_STRINGS.take(pa.array(entries.codec[e])),
+            }
+            cols.update({name: build() for name, build in metadata.items() if name in names})
         return cols
 
     def _headers(self, c: dict[str, np.ndarray], n: int) -> pa.Array:

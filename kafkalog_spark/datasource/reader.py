@@ -5,7 +5,8 @@ Each split (:func:`read_split`) maps one segment read-only, finds where to start
 the (validated) offset index, and decodes ``[start, end)`` with
 :func:`~kafkalog_spark.codec.decode.decode_entries`, yielding Arrow batches of at most
 ``maxRowsPerBatch`` rows in offset order. Aborted-transaction and timestamp filters are applied
-to those batches.
+to those batches. Only the columns asked for (a user schema: :mod:`.columns`) are decoded, plus
+those the filters read, dropped after filtering.
 
 Corruption with ``onCorruption=skip``: each skipped byte range is logged (logger
 ``kafkalog_spark.datasource``, on the executor) and can be listed Spark-free with
@@ -15,7 +16,7 @@ Corruption with ``onCorruption=skip``: each skipped byte range is logged (logger
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -25,10 +26,11 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
 from ..codec.decode import BadRange, DecodeOptions, decode_entries
 from ..codec.scan import scan_entries
-from ..codec.schema import record_schema
+from ..codec.schema import default_columns
 from ..log.lookup import position_for_offset
 from ..log.storage import mapped_file
 from ..log.transactions import aborted_mask
+from .columns import decode_columns
 from .executors import planned_files
 from .options import ReadOptions, parse_read_options
 from .plan import Bounds, pack_splits, plan_scan, push_filters
@@ -37,18 +39,19 @@ from .splits import KafkaLogSplit, KafkaLogTask
 log = logging.getLogger("kafkalog_spark.datasource")
 
 
-def read_split(split: KafkaLogSplit, opts: ReadOptions,
-               bad: list[BadRange] | None = None) -> Iterator[pa.RecordBatch]:
-    """Decode one split into Arrow batches (schema ``record_schema(includeHeaders,
-    includeMetadata)``), rows in offset order, at most ``maxRowsPerBatch`` each.
+def read_split(split: KafkaLogSplit, opts: ReadOptions, bad: list[BadRange] | None = None,
+               columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """Decode one split into Arrow batches (schema ``record_schema(columns=columns)``; by
+    default the columns ``includeHeaders`` / ``includeMetadata`` choose), rows in offset
+    order, at most ``maxRowsPerBatch`` each.
 
     Bad byte ranges skipped with ``onCorruption=skip`` are logged and appended to ``bad``.
     """
-    need_meta = opts.include_metadata or bool(split.aborted)
-    options = DecodeOptions(verify_crc=opts.verify_crc, include_headers=opts.include_headers,
-                            include_metadata=need_meta, on_error=opts.on_corruption,
-                            max_rows=opts.max_rows_per_batch)
-    names = record_schema(opts.include_headers, opts.include_metadata).names
+    names = (default_columns(opts.include_headers, opts.include_metadata) if columns is None
+             else tuple(columns))
+    decoded = decode_columns(names, split)
+    options = DecodeOptions(verify_crc=opts.verify_crc, on_error=opts.on_corruption,
+                            max_rows=opts.max_rows_per_batch, columns=decoded)
     seg = split.segment
     with planned_files(seg.dir), mapped_file(seg.log) as buf:
         start, end = _byte_range(split, buf)
@@ -60,8 +63,8 @@ def read_split(split: KafkaLogSplit, opts: ReadOptions,
                                 file=str(seg.log))
         for batch in result:
             batch = _filter(batch, split)
-            if need_meta and not opts.include_metadata:
-                batch = batch.select(names)
+            if decoded != names:
+                batch = batch.select(list(names))
             if batch.num_rows:
                 yield batch
         for r in result.bad_ranges:
@@ -118,11 +121,21 @@ def bad_ranges(options: Mapping[str, str], filters: Iterable[Filter] = ()) -> li
 
 class KafkaLogReader(DataSourceReader):
     """Spark's reader: pushed filters fold into :class:`Bounds`; partitions are the planned
-    splits packed into tasks (:func:`pack_splits`); ``read`` runs :func:`read_split` on each."""
+    splits packed into tasks (:func:`pack_splits`); ``read`` runs :func:`read_split` on each.
 
-    def __init__(self, options: ReadOptions) -> None:
+    ``columns`` (from :func:`~kafkalog_spark.datasource.columns.requested_columns`; ``None``:
+    the options' columns) are the only ones decoded and shipped, labelled with
+    ``arrow_schema`` (the user schema as Spark converts it, which may be more nullable)."""
+
+    def __init__(self, options: ReadOptions, columns: Sequence[str] | None = None,
+                 arrow_schema: pa.Schema | None = None) -> None:
         self.options = options
         self.bounds = Bounds()
+        self.columns = None if columns is None else tuple(columns)
+        self.output = arrow_schema
+
+    # A future PySpark pruneColumns(requiredSchema) hook is this one line (see .columns):
+    #     self.columns, self.output = scan_columns(requiredSchema, self.options)
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
         self.bounds, rest = push_filters(filters, self.bounds)
@@ -135,7 +148,21 @@ class KafkaLogReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, KafkaLogTask):
-            return (b for split in partition.splits for b in read_split(split, self.options))
-        if not isinstance(partition, KafkaLogSplit):
+            splits: Iterable[KafkaLogSplit] = partition.splits
+        elif isinstance(partition, KafkaLogSplit):
+            splits = (partition,)
+        else:
             return iter(())  # Spark's single placeholder partition when nothing is planned
-        return read_split(partition, self.options)
+        batches = (b for split in splits
+                   for b in read_split(split, self.options, columns=self.columns))
+        return batches if self.output is None else (_relabel(b, self.output) for b in batches)
+
+
+def _relabel(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` under ``schema`` (same columns; fields and nested fields at least as
+    nullable): no copy but for a nested type that differs only in nullability (a cast)."""
+    if batch.schema.equals(schema):
+        return batch
+    arrays = [col if col.type == f.type else col.cast(f.type)
+              for col, f in zip(batch.columns, schema)]
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)

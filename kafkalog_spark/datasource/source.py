@@ -3,8 +3,9 @@
 ``spark.read.format("kafkalog").load(path)`` reads Kafka log dirs as a DataFrame with the
 columns of Spark's own Kafka source (plus ``headers`` / the Kafka metadata columns on request);
 ``df.write.format("kafkalog")`` writes them (:mod:`kafkalog_spark.datasource.writer`). The
-column table lives in :mod:`kafkalog_spark.codec.schema`; :func:`spark_schema` is the one
-conversion of it to Spark types.
+column table lives in :mod:`kafkalog_spark.codec.schema`; :func:`spark_schema`
+(:mod:`.columns`) is the one conversion of it to Spark types. A user schema
+(``.schema(...)``) selects columns: column pruning, see :mod:`.columns`.
 """
 
 from __future__ import annotations
@@ -12,27 +13,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pyspark.sql.datasource import DataSource, DataSourceReader
-from pyspark.sql.pandas.types import from_arrow_schema
-from pyspark.sql.types import StructField, StructType
+from pyspark.sql.types import StructType
 
-from ..codec.schema import record_schema
-from ..errors import InvalidOptionError
+from .columns import scan_columns, spark_schema
 from .options import parse_read_options
 from .reader import KafkaLogReader
 
 if TYPE_CHECKING:
     from pyspark.sql.datasource import DataSourceWriter
 
-
-def spark_schema(include_headers: bool = False, include_metadata: bool = False) -> StructType:
-    """``record_schema(include_headers, include_metadata)`` as a Spark ``StructType``: the same
-    names, types and nullability, each column's documentation as its comment."""
-    arrow = record_schema(include_headers, include_metadata)
-    converted = from_arrow_schema(arrow)
-    return StructType([
-        StructField(f.name, f.dataType, f.nullable,
-                    {"comment": arrow.field(f.name).metadata[b"doc"].decode()})
-        for f in converted.fields])
+__all__ = ["KafkaLogDataSource", "spark_schema"]  # spark_schema: re-exported for the package
 
 
 class KafkaLogDataSource(DataSource):
@@ -40,7 +30,9 @@ class KafkaLogDataSource(DataSource):
 
     Options: see :data:`kafkalog_spark.datasource.options.READ_OPTIONS` (reading) and the
     writer module (writing). Options are checked when the schema is asked for, so a bad one
-    fails at ``load()``.
+    fails at ``load()``. With a user schema Spark asks for none and runs no Python at
+    ``load()`` (pyspark 4.2, checked): options and schema are then checked in :meth:`reader`,
+    at the first action.
     """
 
     @classmethod
@@ -52,15 +44,10 @@ class KafkaLogDataSource(DataSource):
         return spark_schema(opts.include_headers, opts.include_metadata)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        """The reader of ``schema``'s columns only (``schema()``'s or a user schema: any
+        subset of the columns, see :mod:`.columns`)."""
         opts = parse_read_options(self.options)
-        expected = spark_schema(opts.include_headers, opts.include_metadata)
-        if [(f.name, f.dataType) for f in schema.fields] != [(f.name, f.dataType)
-                                                             for f in expected.fields]:
-            raise InvalidOptionError(
-                f"format kafkalog has a fixed schema; do not pass .schema(...) (got "
-                f"{schema.simpleString()}, expected {expected.simpleString()} — use "
-                f"includeHeaders / includeMetadata to choose the columns)")
-        return KafkaLogReader(opts)
+        return KafkaLogReader(opts, *scan_columns(schema, opts))
 
     def writer(self, schema: StructType, overwrite: bool) -> "DataSourceWriter":
         from .writer import KafkaLogWriter  # the writing side lives in its own module

@@ -4,7 +4,8 @@ Plans from the directory listing (:func:`~kafkalog_spark.log.discovery.discover`
 segments by base offset, starts inside the first segment through its offset index
 (:mod:`~kafkalog_spark.log.lookup`, validated against the log), and decodes with
 :func:`~kafkalog_spark.codec.decode.decode_entries`. Output memory per step is bounded by the
-decoder's ``max_rows``; rows come partition by partition, in offset order.
+decoder's ``max_rows``; rows come partition by partition, in offset order. ``columns=`` reads
+any subset of the columns (the decoder then builds only those).
 """
 
 from __future__ import annotations
@@ -79,6 +80,7 @@ class LogReadResult(Iterator[pa.RecordBatch]):
     complete once the iterator is exhausted."""
 
     def __init__(self, plans: list[ReadPlan], options: DecodeOptions) -> None:
+        self.schema = record_schema(columns=options.output_columns)
         self.bad_ranges: list[BadRange] = []
         self._batches = self._run(plans, options)
 
@@ -104,12 +106,13 @@ def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
              end_offset: OffsetBound = None, include_headers: bool = False,
              include_metadata: bool = False, include_control: bool = False,
              verify_crc: bool = True, on_error: str = "fail",
-             max_rows: int = 65536) -> LogReadResult:
+             max_rows: int = 65536, columns: Sequence[str] | None = None) -> LogReadResult:
     """Like :func:`read_log`, yielding bounded ``pyarrow.RecordBatch``es instead of one table;
     the result's ``bad_ranges`` lists what ``on_error="skip"`` left out."""
     options = DecodeOptions(verify_crc=verify_crc, include_headers=include_headers,
                             include_metadata=include_metadata, include_control=include_control,
-                            on_error=on_error, max_rows=max_rows)
+                            on_error=on_error, max_rows=max_rows,
+                            columns=None if columns is None else tuple(columns))
     return LogReadResult(plan_read(paths, topics=topics, partitions=partitions,
                                    start_offset=start_offset, end_offset=end_offset), options)
 
@@ -118,7 +121,8 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
              partitions: Iterable[int] | None = None, start_offset: OffsetBound = None,
              end_offset: OffsetBound = None, include_headers: bool = False,
              include_metadata: bool = False, include_control: bool = False,
-             verify_crc: bool = True, on_error: str = "fail") -> pa.Table:
+             verify_crc: bool = True, on_error: str = "fail",
+             columns: Sequence[str] | None = None) -> pa.Table:
     """Read the records of a log dir (or several), a partition dir or one ``.log`` file.
 
     Parameters
@@ -140,24 +144,28 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
         ``fail`` raises at the first bad entry; ``skip`` returns every valid record and lists
         the bad byte ranges in the table's schema metadata under ``kafkalog.bad_ranges``
         (JSON: file, start, end, base_offset, reason), also available from :func:`iter_log`.
+    columns : sequence of str, optional
+        Return only these columns, in this order: any subset of the base, ``headers`` and
+        metadata columns (``codec.schema.ALL_COLUMNS``), whatever the include flags say. Key,
+        value and header bytes not asked for are not copied.
 
     Returns
     -------
     pyarrow.Table
         Records partition by partition in offset order, with the schema of
-        ``record_schema(include_headers, include_metadata)``.
+        ``record_schema(include_headers, include_metadata, columns)``.
 
     Raises
     ------
     KafkaLogError
-        Any corruption, naming the file, byte position and base offset.
+        Any corruption, naming the file, byte position and base offset;
+        :class:`InvalidOptionError` for a column that does not exist (listing the valid ones).
     """
     result = iter_log(paths, topics=topics, partitions=partitions, start_offset=start_offset,
                       end_offset=end_offset, include_headers=include_headers,
                       include_metadata=include_metadata, include_control=include_control,
-                      verify_crc=verify_crc, on_error=on_error)
-    table = pa.Table.from_batches(list(result), schema=record_schema(include_headers,
-                                                                     include_metadata))
+                      verify_crc=verify_crc, on_error=on_error, columns=columns)
+    table = pa.Table.from_batches(list(result), schema=result.schema)
     if result.bad_ranges:
         report = json.dumps([dataclasses.asdict(b) for b in result.bad_ranges])
         table = table.replace_schema_metadata({**(table.schema.metadata or {}),

@@ -1,0 +1,211 @@
+"""Data source ceiling benchmark: ``format("kafkalog")`` (all columns, and pruned through a user
+schema) against Parquet and against the fastest a Python data source can be, in one Spark session.
+
+The same records (16-byte keys, 100-byte values, ``--partitions`` partitions) are written as a
+Kafka log dir per codec (``--codecs``), as Parquet (Spark's writer, snappy) and as one Arrow IPC
+file per partition holding the decoded batches (65,536 rows each, like ``maxRowsPerBatch``).
+The **ceiling** is a minimal Python ``DataSource`` registered here (``arrowipc``): one task per
+IPC file, which it memory-maps and yields batch by batch — no decoding, nothing but what any
+Python data source must do (hand Arrow batches to Spark). Like ``kafkalog`` it takes a user
+schema to ship fewer columns. Contenders, in one ``local[N]`` session, interleaved, best of
+``--repeat``:
+
+* ``kafkalog all``: ``load()`` (every Kafka-source column);
+* ``kafkalog pruned``: ``.schema(<the query's columns>)`` (DDL string, as a user writes it);
+* ``ceiling all`` / ``ceiling pruned``: the ``arrowipc`` source, the same two ways;
+* ``parquet``: Spark's reader (it reads only the query's columns by itself).
+
+Two queries: the **full row** (``sum(length(key)), sum(length(value)), max(offset),
+max(timestamp), max(timestampType), max(topic), max(partition), count(*)``: every column of
+the Kafka source; "pruned" is then the same 7 columns through ``.schema``) and the **2-column**
+query (``sum(length(value)), count(*)``: pruned sources ship ``value`` only). The issue's
+targets: kafkalog ≥ 0.95× the ceiling shipping the same columns in every row, and the pruned
+2-column query ≥ 1.15× the all-columns one. Timings are printed, never asserted.
+
+    .venv/bin/python benchmarks/bench_datasource_ceiling.py                 # 2 M records
+    .venv/bin/python benchmarks/bench_datasource_ceiling.py --records 500000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import kafkalog_spark as kl  # noqa: E402
+from kafkalog_spark.log.reader import iter_log  # noqa: E402
+from bench_datasource import interleaved  # noqa: E402
+from bench_migrate import make_records  # noqa: E402
+
+FULL_DDL = ("key BINARY, value BINARY, topic STRING, partition INT, offset BIGINT, "
+            "timestamp TIMESTAMP, timestampType INT")
+VALUE_DDL = "value BINARY"
+
+
+# --- the ceiling: a minimal Python data source over memory-mapped Arrow IPC files ------------
+
+@dataclass(frozen=True)
+class IpcFile(InputPartition):
+    path: str
+
+
+class ArrowIpcSource(DataSource):
+    """``arrowipc``: the ``.arrow`` files of the folder ``path``, one task each, batches
+    yielded as stored (a user schema selects columns by name)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "arrowipc"
+
+    def _files(self) -> list[str]:
+        return sorted(str(p) for p in Path(self.options["path"]).glob("*.arrow"))
+
+    def schema(self) -> StructType:
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        with pa.memory_map(self._files()[0]) as f:
+            return from_arrow_schema(pa.ipc.open_file(f).schema)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return IpcReader(self._files(), schema)
+
+
+class IpcReader(DataSourceReader):
+    def __init__(self, files: list[str], schema: StructType) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        self.files = files
+        self.arrow = to_arrow_schema(schema, timezone="UTC")
+
+    def partitions(self) -> list[InputPartition]:
+        return [IpcFile(p) for p in self.files]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, IpcFile)
+        reader = pa.ipc.open_file(pa.memory_map(partition.path))
+        names = self.arrow.names
+        for i in range(reader.num_record_batches):
+            b = reader.get_batch(i).select(names)
+            yield b if b.schema.equals(self.arrow) else pa.RecordBatch.from_arrays(
+                b.columns, schema=self.arrow)
+
+
+# --- the benchmark ---------------------------------------------------------------------------
+
+def full_query(df) -> list:
+    from pyspark.sql import functions as F
+
+    return df.select(F.sum(F.length("key")), F.sum(F.length("value")), F.max("offset"),
+                     F.max("timestamp"), F.max("timestampType"), F.max("topic"),
+                     F.max("partition"), F.count("*")).collect()
+
+
+def value_query(df) -> list:
+    from pyspark.sql import functions as F
+
+    return df.select(F.sum(F.length("value")), F.count("*")).collect()
+
+
+QUERIES: dict[str, tuple[Callable[[object], list], str]] = {
+    "full row": (full_query, FULL_DDL),
+    "2 columns": (value_query, VALUE_DDL),
+}
+
+
+def write_ipc(logs: Path, out: Path, partitions: int) -> None:
+    """One IPC file per partition: the decoded batches of that partition, as kafkalog's tasks
+    yield them (65,536 rows each)."""
+    out.mkdir(parents=True)
+    for p in range(partitions):
+        result = iter_log(logs, partitions=[p])
+        with pa.OSFile(str(out / f"part-{p}.arrow"), "wb") as sink:
+            writer = None
+            for batch in result:
+                if writer is None:
+                    writer = pa.ipc.new_file(sink, batch.schema)
+                writer.write_batch(batch)
+            if writer is not None:
+                writer.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=2_000_000)
+    ap.add_argument("--partitions", type=int, default=4)
+    ap.add_argument("--codecs", default="none,lz4")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--master", default="local[2]")
+    a = ap.parse_args(argv)
+    from kafkalog_spark.spark import session
+
+    codecs = [c for c in a.codecs.split(",") if c]
+    work = Path(tempfile.mkdtemp(prefix="bench-ceiling-"))
+    results: list[tuple[str, str, dict[str, float]]] = []
+    try:
+        table = make_records(a.records, a.partitions).drop_columns(["headers"])
+        for codec in codecs:
+            kl.write_log(table, work / f"logs-{codec}", codec=codec)
+        del table
+        write_ipc(work / f"logs-{codecs[0]}", work / "ipc", a.partitions)
+        spark = session(a.master, app_name="bench-datasource-ceiling", driver_memory="2g")
+        spark.dataSource.register(ArrowIpcSource)
+        spark.read.format("kafkalog").load(str(work / f"logs-{codecs[0]}")).write.parquet(
+            str(work / "parquet"))
+        parquet = spark.read.parquet(str(work / "parquet"))
+        ipc = str(work / "ipc")
+        for codec in codecs:
+            logs = str(work / f"logs-{codec}")
+            for qname, (query, ddl) in QUERIES.items():
+                frames = {
+                    "kafkalog all": spark.read.format("kafkalog").load(logs),
+                    "kafkalog pruned": spark.read.format("kafkalog").schema(ddl).load(logs),
+                    "ceiling all": spark.read.format("arrowipc").load(ipc),
+                    "ceiling pruned": spark.read.format("arrowipc").schema(ddl).load(ipc),
+                    "parquet": parquet,
+                }
+                answers = {name: query(df) for name, df in frames.items()}  # warm-up
+                first = next(iter(answers.values()))
+                assert all(v == first for v in answers.values()), answers
+                best = interleaved({name: (lambda df=df: query(df))
+                                    for name, df in frames.items()}, a.repeat)
+                results.append((codec, qname, best))
+        spark.stop()
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    print(f"Machine: {platform.machine()}, {platform.python_version()}  \n"
+          f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  \n"
+          f"Command: `{' '.join([Path(sys.executable).name, *sys.argv])}`  \n"
+          f"Data: {a.records:,} records, 16-byte keys, 100-byte values, {a.partitions} "
+          f"partitions; Spark {a.master}; best of {a.repeat}, interleaved\n")
+    print("| codec | query | kafkalog all | kafkalog pruned | ceiling all | ceiling pruned | "
+          "parquet | all / ceiling all | pruned / ceiling pruned | pruned / all |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for codec, qname, best in results:
+        r = {k: a.records / v for k, v in best.items()}
+        print(f"| {codec} | {qname} | " + " | ".join(
+            f"{r[k] / 1e6:.2f} M" for k in ("kafkalog all", "kafkalog pruned", "ceiling all",
+                                            "ceiling pruned", "parquet"))
+              + f" | {r['kafkalog all'] / r['ceiling all']:.2f}x"
+              f" | {r['kafkalog pruned'] / r['ceiling pruned']:.2f}x"
+              f" | {r['kafkalog pruned'] / r['kafkalog all']:.2f}x |")
+    print("\nrows/s; targets: kafkalog ≥ 0.95x the ceiling shipping the same columns, pruned "
+          "2-column query ≥ 1.15x all columns")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
