@@ -8,7 +8,10 @@ code ``write_log`` runs:
   ``numPartitions`` or the topic's existing partition count — and stages complete segments with
   provisional offsets (or the ``offset`` column's) in
   ``<parent>/.<log dir name>.kafkalog-staging-<job id>/task-<spark partition>-<attempt id>/``,
-  a sibling of the log dir, never inside it. It returns a commit message naming its segments.
+  a sibling of the log dir, never inside it. The driver creates the staging folder when the
+  write starts and tasks create folders only inside it: an attempt that outlives the job (a
+  killed or losing speculative one) fails instead of re-creating it after commit. A task
+  returns a commit message naming its segments.
 * ``commit()`` (on the driver, holding the log dir's ``.lock``) publishes the staged outputs of
   each partition ordered by Spark partition id (or by kept offsets), then deletes the staging
   folder — including outputs of failed or killed attempts, which no message names.
@@ -45,7 +48,8 @@ from ..log import naming as N
 from ..log.lock import ensure_not_locked, hold_lock
 from ..log.storage import storage_for
 from ..log.publish import publish
-from ..log.staging import STAGING_INFIX, PartitionStager, StagedPartition, remove_staging_dir
+from ..log.staging import (PartitionStager, StagedPartition, create_staging_dir,
+                           remove_staging_dir)
 from ..log.writer import metrics
 from .executors import require_visible
 from .write_options import WriteOptions, parse_write_options
@@ -106,7 +110,9 @@ class KafkaLogWriter(DataSourceArrowWriter):
                 f"topic {topic!r} has no partitions in {self.log_dir} and the DataFrame has no "
                 "partition column; give the numPartitions option")
         self.job_id = os.urandom(8).hex()
-        self.staging = str(log_dir.parent / f".{log_dir.name}{STAGING_INFIX}{self.job_id}")
+        # made here, on the driver: tasks only create folders inside it, so an attempt that
+        # outlives the job (killed, speculative) cannot re-create it after commit or abort
+        self.staging = str(create_staging_dir(log_dir, self.job_id))
         self.last_metrics: dict | None = None
 
     def _check_schema(self, schema: Any) -> None:
@@ -154,7 +160,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
                     if stager is None:
                         stager = stagers[(topic, partition)] = PartitionStager(
                             task_dir / N.partition_dir_name(topic, partition), topic, partition,
-                            order=pid, settings=self.options.settings)
+                            order=pid, settings=self.options.settings, staging=self.staging)
                     stager.add(part)
             staged = tuple(stagers[k].finish() for k in sorted(stagers))
         except BaseException:

@@ -93,10 +93,12 @@ def table_lock(path: Path) -> Iterator[None]:
 def begin_run(path: Path, run_id: str) -> Path:
     """Leave the marker of a run in progress; returns the run's staging folder (for engines
     that write elsewhere first)."""
-    runs = path / STATE_DIR / "runs"
-    storage_for(runs).make_dirs(runs, exist_ok=True)
+    runs, staging = path / STATE_DIR / "runs", path / STATE_DIR / "staging" / run_id
+    fs = storage_for(runs)
+    fs.make_dirs(runs, exist_ok=True)
     atomic_write_text(runs / run_id, json.dumps({"run_id": run_id, "started": time.time()}))
-    return path / STATE_DIR / "staging" / run_id
+    fs.make_dirs(staging, exist_ok=True)
+    return staging
 
 
 def end_run(path: Path, run_id: str) -> None:

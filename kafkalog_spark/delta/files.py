@@ -145,7 +145,7 @@ class _DataFiles:
         rel = f"{folder}/{name}" if folder else name
         self.current = self.root / rel
         fs = storage_for(self.current)
-        fs.make_dirs(self.current.parent, exist_ok=True)
+        fs.make_dirs_below(self.root, self.current.parent)  # never the root itself
         self.open[values] = (pq.ParquetWriter(self.current, self.schema, filesystem=fs.arrow_fs,
                                               **PARQUET_OPTIONS), rel)
         self.buffers[values], self.buffered[values] = [], 0

@@ -186,6 +186,9 @@ class _FilesReader(DataSourceReader):
             table = self.tables[i]
             require_visible(table.root, "Delta table folder")
             out = Path(table.staging) / attempt
+            # only below the run's staging folder (made by the driver): an attempt that
+            # outlives the run fails here instead of re-creating a folder the run removed
+            storage_for(out).make_dirs_below(table.staging, out)
             written = write_splits((split for _, split in items),
                                    parse_read_options(table.read_options), table.schema,
                                    self.partition_by, out, self.run_id)
@@ -218,7 +221,7 @@ def write_spark(spark: "SparkSession", tables: list[TableWrite], partition_by: t
         final = "/".join(x for x in (folder, file_name(run_id, len(out[row.table]))) if x)
         fs = storage_for(root)
         with disk_errors("moving a data file into the table", root / final):
-            fs.make_dirs((root / final).parent, exist_ok=True)
+            fs.make_dirs_below(root, (root / final).parent)
             fs.rename(Path(table.staging) / row.file, root / final)
         out[row.table].append(data_file(root, final, dict(zip(partition_by, values))))
     return out

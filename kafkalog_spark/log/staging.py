@@ -148,17 +148,25 @@ class PartitionStager:
         Rank among the outputs for this partition (see :class:`StagedPartition`).
     settings : WriteSettings
         Encoding and roll settings.
+    staging : path, optional
+        The write's staging folder, which must exist (default: the parent of ``directory``);
+        the folders between it and ``directory`` are created.
     """
 
     def __init__(self, directory: str | os.PathLike[str], topic: str, partition: int, *,
-                 order: int, settings: WriteSettings) -> None:
+                 order: int, settings: WriteSettings,
+                 staging: str | os.PathLike[str] | None = None) -> None:
         check_topic(topic)
         if partition < 0:
             raise InvalidOptionError(f"partition must be >= 0, got {partition}")
         self.directory = Path(directory)
         self._fs = storage_for(self.directory)
+        # folders are made below the write's staging folder, never the staging folder itself:
+        # a Spark task attempt that outlives its job (killed, speculative) then fails instead of
+        # re-creating a staging folder the driver already removed
+        root = self.directory.parent if staging is None else Path(staging)
         with disk_errors("creating the staging folder", self.directory):
-            self._fs.make_dirs(self.directory, exist_ok=True)
+            self._fs.make_dirs_below(root, self.directory)
         self.topic, self.partition, self.order, self.settings = topic, partition, order, settings
         self._pending: list[pa.Table] = []
         self._pending_rows = self._pending_bytes = 0

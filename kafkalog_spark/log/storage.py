@@ -342,6 +342,20 @@ class LocalStorage:
         """Create one folder; fails with ``FileExistsError`` if it exists."""
         os.mkdir(path, mode)
 
+    def make_dirs_below(self, root: PathLike, path: PathLike) -> None:
+        """Create the folders of ``path`` below ``root``, never ``root`` itself: when ``root``
+        is gone (a cleaned-up staging folder) this fails with ``FileNotFoundError`` instead of
+        re-creating it — what a Spark task attempt that outlived its job must get."""
+        root, path = Path(root), Path(path)
+        folder = root
+        for part in path.relative_to(root).parts:
+            folder = folder / part
+            try:
+                os.mkdir(folder)
+            except FileExistsError:
+                if not os.path.isdir(folder):
+                    raise
+
     # --- temporary folders (process-local work, never log data) ----------------------------
 
     def temp_root(self) -> str:

@@ -135,7 +135,8 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
         with hold_lock(log_dir):
             staged = []
             for i, ((t, p), rows) in enumerate(_groups(table, topic, partition)):
-                stager = PartitionStager(staging / f"w{i}", t, p, order=0, settings=settings)
+                stager = PartitionStager(staging / f"w{i}", t, p, order=0, settings=settings,
+                                         staging=staging)
                 stager.add(rows)
                 staged.append(stager.finish())
             written = publish(log_dir, staged, mode=mode, leader_epoch=leader_epoch,
