@@ -134,7 +134,8 @@ def test_read_windows_and_filters(tmp_path: Path) -> None:
     assert window == [r for r in full if 333 <= r["offset"] < 1111]
     by_tp = read_rows(tmp_path, start_offset={("orders", 1): 1000}, partitions=[1])
     assert by_tp == [r for r in full if r["partition"] == 1 and r["offset"] >= 1000]
-    assert read_rows(tmp_path, topics=["nope"]) == []
+    with pytest.raises(InvalidOptionError, match="topic.s. nope not found .*topics there: orders"):
+        read_rows(tmp_path, topics=["nope"])  # a typo is an error, not an empty read
     # a partition dir and a single segment file can be named directly
     assert read_rows(tmp_path / "orders-0") == [r for r in full if r["partition"] == 0]
     seg = sorted((tmp_path / "orders-1").glob("*.log"))[2]

@@ -49,6 +49,10 @@ READ_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("subscribe", None, "comma-separated topics to read (default: every topic)"),
     OptionSpec("subscribePattern", None, "regular expression a topic name must match fully"),
     OptionSpec("assign", None, 'JSON {"topic": [partition, ...]} of the partitions to read'),
+    OptionSpec("looseTopic", None, "the topic of loose segments: .log files named directly "
+               "outside a <topic>-<partition> folder, or a folder of them (with "
+               "loosePartition; without both such files are an error, not an empty read)"),
+    OptionSpec("loosePartition", None, "the partition of loose segments (with looseTopic)"),
     OptionSpec("startingOffsets", "earliest",
                'earliest, or JSON {"topic": {"partition": offset}} (-2 = earliest); inclusive'),
     OptionSpec("endingOffsets", "latest",
@@ -133,6 +137,8 @@ class ReadOptions:
     max_rows_per_batch: int = DEFAULT_MAX_ROWS_PER_BATCH
     min_partitions: int = DEFAULT_MIN_PARTITIONS
     verify_crc: bool = True
+    loose_topic: str | None = None
+    loose_partition: int | None = None
 
     def wants(self, topic: str, partition: int) -> bool:
         """Whether ``subscribe`` / ``subscribePattern`` / ``assign`` select this partition."""
@@ -192,6 +198,8 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
         max_rows_per_batch=_int("maxRowsPerBatch", get("maxRowsPerBatch"), 1),
         min_partitions=_int("minPartitions", get("minPartitions"), 1),
         verify_crc=_bool("verifyCrc", get("verifyCrc")),
+        loose_topic=raw.get("looseTopic"),
+        loose_partition=_opt_int("loosePartition", raw.get("loosePartition"), 0),
     )
 
 

@@ -30,8 +30,9 @@ from ..codec.index import read_offset_index
 from ..codec.scan import scan_entries
 from ..errors import InvalidOptionError
 from ..log.discovery import discover
-from ..log.model import PartitionDir, Segment
 from ..log.lookup import check_offset_entry, find_timestamp
+from ..log.model import PartitionDir, Segment
+from ..log.selection import check_selection, readable_partitions
 from ..log.storage import mapped_file
 from ..log.transactions import transaction_view
 from .options import (DEFAULT_MIN_PARTITIONS, EARLIEST, LATEST, ReadOptions,
@@ -221,13 +222,18 @@ def plan_scan(options: ReadOptions | Mapping[str, str], bounds: Bounds = Bounds(
     Raises
     ------
     KafkaLogError
-        Paths that are not log dirs; :class:`InvalidOptionError` for a starting timestamp no
-        record reaches with ``startingOffsetsByTimestampStrategy=error``.
+        Paths with no Kafka data, loose segments without ``looseTopic``/``loosePartition``
+        (:mod:`kafkalog_spark.log.selection`); :class:`InvalidOptionError` for a subscribed or
+        assigned topic that is not there, or a starting timestamp no record reaches with
+        ``startingOffsetsByTimestampStrategy=error``.
     """
     opts = options if isinstance(options, ReadOptions) else parse_read_options(options)
     plan = ScanPlan()
     found = discover(list(opts.paths))
-    live = [p for d in found.log_dirs for p in d.partitions] + list(found.partitions)
+    live = readable_partitions(found, loose_topic=opts.loose_topic,
+                               loose_partition=opts.loose_partition)
+    check_selection(live, opts.paths, topics=opts.topics, pattern=opts.topic_pattern,
+                    assign=opts.assign)
     for part in live:
         if part.topic is None or part.partition is None or not part.segments:
             continue

@@ -37,10 +37,12 @@ from typing import Any, TextIO
 
 from ..codec.compression import DEFAULT_MAX_DECOMPRESSED
 from ..errors import InvalidOptionError, KafkaLogError
+from .discovery import discover
 from .dump_indexes import dump_offset_index, dump_snapshot, dump_time_index, dump_txn_index
 from .dump_output import DumpRun, compact_json
 from .dump_output import JAVA_INT_MAX  # also re-exported for kafkalog_spark/cli/dump.py
 from .dump_segments import dump_log
+from .storage import storage_for
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size
 DECODERS = ("string", "offsets", "transaction-log", "cluster-metadata")
@@ -163,7 +165,8 @@ def dump_files(paths: list[str], options: DumpOptions, out: TextIO, err: TextIO)
     """
     run = DumpRun(options, out, err, DumpReport())
     for arg in paths:
-        _dump_file(run, arg)
+        for name in _expand(run, arg):
+            _dump_file(run, name)
     if options.format == "text":
         lines = run.report.text_lines()
         if lines:
@@ -172,6 +175,28 @@ def dump_files(paths: list[str], options: DumpOptions, out: TextIO, err: TextIO)
         for obj in run.report.objects():
             out.write(compact_json(obj) + "\n")
     return run.report
+
+
+def _expand(run: DumpRun, arg: str) -> list[str]:
+    """A file as given; a partition dir (or a folder of loose segments) as its files in offset
+    order — each segment's ``.log``, then its indexes — then its producer snapshots."""
+    if not storage_for(arg).is_dir(arg):
+        return [arg]
+    try:
+        found = discover(arg)
+    except KafkaLogError as exc:
+        run.error(f"Error dumping {arg}: {exc}")
+        return []
+    if found.log_dirs:
+        run.error(f"Error dumping {arg}: a log dir; name a partition dir or files")
+        return []
+    files = []
+    for part in found.partitions:
+        for seg in part.segments:
+            files += [str(p) for p in (seg.log, seg.index, seg.timeindex, seg.txnindex)
+                      if p is not None]
+        files += [str(p) for p in sorted(part.snapshots)]
+    return files
 
 
 def _dump_file(run: DumpRun, arg: str) -> None:

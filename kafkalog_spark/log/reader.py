@@ -22,6 +22,7 @@ from ..codec.decode import BadRange, DecodeOptions, decode_entries
 from ..codec.schema import record_schema
 from ..errors import InvalidOptionError
 from .discovery import discover
+from .selection import check_selection, readable_partitions
 from .model import PartitionDir, Segment
 from .storage import mapped_file
 
@@ -43,7 +44,8 @@ class ReadPlan:
 
 def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | None = None,
               partitions: Iterable[int] | None = None, start_offset: OffsetBound = None,
-              end_offset: OffsetBound = None) -> list[ReadPlan]:
+              end_offset: OffsetBound = None, loose_topic: str | None = None,
+              loose_partition: int | None = None) -> list[ReadPlan]:
     """The segments :func:`read_log` would read, in output order (no file contents read).
 
     ``start_offset`` is inclusive, ``end_offset`` exclusive (like Spark's ``endingOffsets``);
@@ -54,8 +56,11 @@ def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | N
     found = discover(paths)
     wanted_topics = None if topics is None else set(topics)
     wanted_parts = None if partitions is None else set(partitions)
+    live = readable_partitions(found, loose_topic=loose_topic, loose_partition=loose_partition)
+    named = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
+    check_selection(live, named, topics=wanted_topics, partition_numbers=wanted_parts)
     plans: list[ReadPlan] = []
-    for part in _live_partitions(found):
+    for part in live:
         if wanted_topics is not None and part.topic not in wanted_topics:
             continue
         if wanted_parts is not None and part.partition not in wanted_parts:
@@ -106,7 +111,9 @@ def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
              end_offset: OffsetBound = None, include_headers: bool = False,
              include_metadata: bool = False, include_control: bool = False,
              verify_crc: bool = True, on_error: str = "fail",
-             max_rows: int = 65536, columns: Sequence[str] | None = None) -> LogReadResult:
+             max_rows: int = 65536, columns: Sequence[str] | None = None,
+             loose_topic: str | None = None, loose_partition: int | None = None
+             ) -> LogReadResult:
     """Like :func:`read_log`, yielding bounded ``pyarrow.RecordBatch``es instead of one table;
     the result's ``bad_ranges`` lists what ``on_error="skip"`` left out."""
     options = DecodeOptions(verify_crc=verify_crc, include_headers=include_headers,
@@ -114,7 +121,9 @@ def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
                             on_error=on_error, max_rows=max_rows,
                             columns=None if columns is None else tuple(columns))
     return LogReadResult(plan_read(paths, topics=topics, partitions=partitions,
-                                   start_offset=start_offset, end_offset=end_offset), options)
+                                   start_offset=start_offset, end_offset=end_offset,
+                                   loose_topic=loose_topic, loose_partition=loose_partition),
+                         options)
 
 
 def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | None = None,
@@ -122,7 +131,8 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
              end_offset: OffsetBound = None, include_headers: bool = False,
              include_metadata: bool = False, include_control: bool = False,
              verify_crc: bool = True, on_error: str = "fail",
-             columns: Sequence[str] | None = None) -> pa.Table:
+             columns: Sequence[str] | None = None, loose_topic: str | None = None,
+             loose_partition: int | None = None) -> pa.Table:
     """Read the records of a log dir (or several), a partition dir or one ``.log`` file.
 
     Parameters
@@ -148,6 +158,10 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
         Return only these columns, in this order: any subset of the base, ``headers`` and
         metadata columns (``codec.schema.ALL_COLUMNS``), whatever the include flags say. Key,
         value and header bytes not asked for are not copied.
+    loose_topic, loose_partition : optional
+        The topic-partition of *loose segments*: ``.log`` files named directly outside a
+        ``<topic>-<partition>`` folder, or a folder of them. Without these such files are an
+        error, never an empty read (:mod:`kafkalog_spark.log.selection`).
 
     Returns
     -------
@@ -159,12 +173,15 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
     ------
     KafkaLogError
         Any corruption, naming the file, byte position and base offset;
-        :class:`InvalidOptionError` for a column that does not exist (listing the valid ones).
+        :class:`InvalidOptionError` for a column that does not exist (listing the valid ones)
+        or a topic or partition that is not there (listing the topics that are);
+        :class:`LogDirError` for a path with no Kafka data.
     """
     result = iter_log(paths, topics=topics, partitions=partitions, start_offset=start_offset,
                       end_offset=end_offset, include_headers=include_headers,
                       include_metadata=include_metadata, include_control=include_control,
-                      verify_crc=verify_crc, on_error=on_error, columns=columns)
+                      verify_crc=verify_crc, on_error=on_error, columns=columns,
+                      loose_topic=loose_topic, loose_partition=loose_partition)
     table = pa.Table.from_batches(list(result), schema=result.schema)
     if result.bad_ranges:
         report = json.dumps([dataclasses.asdict(b) for b in result.bad_ranges])
@@ -181,12 +198,6 @@ def _start_position(plan: ReadPlan, buf) -> int:
     from .lookup import position_for_offset
 
     return position_for_offset(plan.segment, plan.min_offset, log_buffer=buf)
-
-
-def _live_partitions(found) -> list[PartitionDir]:
-    direct = [p for p in found.partitions]
-    live = [p for d in found.log_dirs for p in d.partitions]
-    return [p for p in live + direct if p.topic is not None]
 
 
 def _bound(bound: OffsetBound, part: PartitionDir, name: str) -> int | None:
