@@ -122,3 +122,20 @@ def test_dump_of_a_partition_dir_dumps_its_segments(logs):
     assert all(str(s) in dumped for s in segs) and "Ignoring unknown file" not in done.output
     log_dir = CliRunner().invoke(cli, ["dump", str(logs)])
     assert "a log dir; name a partition dir or files" in log_dir.output
+
+
+@pytest.mark.parametrize("command", ["info", "verify", "rebuild-index", "recover", "retain",
+                                     "compact", "migrate"])
+def test_every_command_names_a_folder_without_kafka_data(tmp_path, capsys, command):
+    from kafkalog_spark.cli import main
+
+    odd = tmp_path / "odd"
+    odd.mkdir()
+    (odd / "notes.txt").write_text("x")
+    args = [command, str(odd)] + ([str(tmp_path / "dest")] if command == "migrate" else [])
+    code = main(args)
+    out, err = capsys.readouterr()
+    if command in ("info", "verify"):  # reports: they say what is (not) there
+        assert "notes.txt" in out + err or "no partition dirs" in out + err
+        return
+    assert code == 2 and err.startswith("Error: no Kafka data here") and str(odd) in err, err

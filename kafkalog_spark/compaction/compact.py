@@ -38,6 +38,7 @@ from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
 from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
 from ..log.partition_state import check_high_watermark_source, partition_state, read_offsets
+from ..log.selection import require_kafka_data
 from .plan import CleaningPlan, Skipped, plan_partition
 from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows,
                       retained_offsets_local, write_cleaned)
@@ -192,6 +193,7 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     for d in dirs:
         ensure_not_locked(d)
     found = discover(dirs)
+    require_kafka_data(found)
     if found.partitions:
         raise InvalidOptionError("compaction takes log dirs, not partition dirs or .log files: "
                                  + ", ".join(str(p.path) for p in found.partitions))

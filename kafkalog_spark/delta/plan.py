@@ -28,6 +28,7 @@ from ..log.discovery import describe_segment, discover
 from ..log.model import PartitionDir
 from ..log.naming import LOG_START_OFFSET_CHECKPOINT
 from ..log.transactions import transaction_view
+from ..log.selection import require_kafka_data
 from .columns import table_schema
 from .options import MigrateOptions
 
@@ -112,6 +113,7 @@ def source_partitions(sources: Sequence[PathLike], opts: MigrateOptions
     """The live partitions the options select, grouped by table name (the topic, or ``""`` for
     the single layout), each with its log start offset."""
     found = discover(list(sources))
+    require_kafka_data(found)
     out: dict[str, list[tuple[PartitionDir, int]]] = {}
     for log_dir in found.log_dirs:
         starts = read_checkpoint_file(log_dir.path / LOG_START_OFFSET_CHECKPOINT,

@@ -44,8 +44,7 @@ def readable_partitions(found: LogDirs, *, loose_topic: str | None = None,
         A named folder with no Kafka data; loose segments that overlap a partition dir of the
         same topic-partition, or each other.
     """
-    for log_dir in found.log_dirs:
-        _require_kafka_data(log_dir)
+    require_kafka_data(found)
     live = [p for d in found.log_dirs for p in d.partitions]
     live += [p for p in found.partitions if p.topic is not None]
     loose = [p for p in found.partitions if p.topic is None]
@@ -108,6 +107,14 @@ def _as_partition(loose: list[PartitionDir], topic: str | None,
                                   f"({other.log} and {seg.log})", Location(str(seg.log)))
     segments = tuple(by_base[b] for b in sorted(by_base))
     return replace(loose[0], topic=topic, partition=partition, segments=segments)
+
+
+def require_kafka_data(found: LogDirs) -> None:
+    """Raise :class:`LogDirError` for a named folder that is neither a Kafka log dir nor holds
+    partition dirs or segments (every command that takes log dirs: nothing to do there is a
+    wrong path, not success)."""
+    for log_dir in found.log_dirs:
+        _require_kafka_data(log_dir)
 
 
 def _require_kafka_data(log_dir: LogDir) -> None:

@@ -34,6 +34,7 @@ from ..log.lock import ensure_not_locked, hold_lock
 from ..log.storage import mapped_file, storage_for
 from ..log.verify_partitions import compare_snapshot
 from ..log.verify_segments import ERROR, Problem, check_offset_index, check_time_index
+from ..log.selection import require_kafka_data
 from .actions import WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 
@@ -256,6 +257,7 @@ def rebuild_indexes(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[s
         A running broker holds a log dir's ``.lock``.
     """
     found = discover(paths)
+    require_kafka_data(found)
     report = RebuildReport(executed=execute_plan)
     for log_dir in found.log_dirs:
         ensure_not_locked(log_dir.path)

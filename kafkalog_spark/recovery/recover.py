@@ -52,6 +52,7 @@ from ..log.model import LogDir, PartitionDir
 from ..log.lock import ensure_not_locked, hold_lock
 from ..log.storage import mapped_file, storage_for
 from ..log.staging import STAGING_INFIX
+from ..log.selection import require_kafka_data
 from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
@@ -128,6 +129,7 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         A path that is not a log dir, or a quarantine inside a log dir.
     """
     found = discover(log_dirs)
+    require_kafka_data(found)
     if found.partitions:
         raise InvalidOptionError("recover takes log dirs (log.dirs entries), not partition dirs "
                                  "or .log files: " + ", ".join(str(p.path) for p in found.partitions))
