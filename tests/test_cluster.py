@@ -102,6 +102,7 @@ def test_configured_conf_reads_submit_args(monkeypatch, tmp_path):
 
 
 @pytest.mark.cluster
+@pytest.mark.nojit
 def test_cluster_runs_tasks_in_executor_processes(spark_cluster, show_session):
     """The fixture's two workers serve one application with two executors: tasks run in
     Python processes that are neither the driver nor each other's."""
@@ -112,3 +113,44 @@ def test_cluster_runs_tasks_in_executor_processes(spark_cluster, show_session):
     assert got["spark.ui.enabled"] is None  # local-master defaults stay off a cluster
     assert got["driver_pid"] not in got["pids"]
     assert len(got["pids"]) >= 2
+
+
+READ_AND_COMPARE = textwrap.dedent("""
+    import json, os, sys
+    from pyspark.sql import functions as F
+    from kafkalog_spark.spark import session
+    spark = session()
+    df = spark.read.format("kafkalog").load(sys.argv[1])
+    row = df.select(F.count("*"), F.sum("offset"), F.sum(F.length("value"))).first()
+    jit = spark.sparkContext.parallelize(range(2), 2).map(
+        lambda _: os.environ.get("NUMBA_DISABLE_JIT", "0")).collect()
+    print("READ " + json.dumps({"rows": row[0], "offsets": row[1], "bytes": row[2],
+                                "executor_jit_off": jit}))
+    spark.stop()
+""")
+
+
+@pytest.mark.cluster
+@pytest.mark.nojit
+def test_cluster_reads_what_the_local_api_reads(spark_cluster, tmp_path):
+    """A scan decoded by the executors equals ``read_log``'s — run in the JIT pass and again
+    in the plain-Python pass (``NUMBA_DISABLE_JIT=1`` reaches the executors too)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    import kafkalog_spark as kl
+
+    logs = tmp_path / "logs"
+    kl.write_log(pa.table({"value": [b"v%d" % i for i in range(3000)],
+                           "partition": [i % 3 for i in range(3000)]}),
+                 logs, topic="t", codec="lz4", segment_bytes=8 << 10, max_batch_records=50)
+    script = tmp_path / "read.py"
+    script.write_text(READ_AND_COMPARE)
+    done = spark_submit(script, str(logs), master=spark_cluster.url)
+    got = json.loads([x for x in done.stdout.splitlines() if x.startswith("READ ")][-1][5:])
+    local = kl.read_log(logs)
+    assert got["rows"] == local.num_rows == 3000
+    assert got["offsets"] == pc.sum(local["offset"]).as_py()
+    assert got["bytes"] == pc.sum(pc.binary_length(local["value"])).as_py()
+    expected = os.environ.get("NUMBA_DISABLE_JIT", "0")
+    assert got["executor_jit_off"] == [expected, expected]
