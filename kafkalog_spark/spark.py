@@ -147,10 +147,22 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
     spark = builder.getOrCreate()
     if chosen.startswith("local"):
         spark.sparkContext.setLogLevel("WARN")
-    # also when PySpark finds pyspark_kafkalog by itself: what its discovery registers carries
-    # no --py-files, so executors that only get the package through --py-files fail without this
-    register(spark)
+    if _needs_register(spark):
+        register(spark)  # else PySpark registers it by itself (pyspark_* package discovery)
     return spark
+
+
+def _needs_register(spark: Any) -> bool:
+    """Whether :func:`register` must run: the package is not installed (no ``pyspark_kafkalog``
+    to discover), or it comes through ``--py-files`` — the source PySpark discovers carries no
+    py-files to the executors' tasks, one registered here does. Not otherwise: a registered
+    source plans with ``spark.pyspark.python``, which for a shipped virtualenv
+    (``./environment/bin/python``) exists only on the executors."""
+    import importlib.util
+
+    if importlib.util.find_spec("pyspark_kafkalog") is None:
+        return True
+    return bool(getattr(spark.sparkContext, "_python_includes", None))
 
 
 def _apply_required(spark: Any) -> None:
