@@ -254,6 +254,10 @@ SPECULATION = {"spark.speculation": "true", "spark.speculation.multiplier": "1",
                "spark.speculation.interval": "100ms",
                # 3.4+: else only tasks judged inefficient by their processing rate are copied
                "spark.speculation.efficiency.enabled": "false",
+               # every executor (two on 127.0.0.1, one on 127.0.0.2) registered before the first
+               # job: a copy needs a free executor on another host than the original's
+               "spark.cores.max": "3", "spark.scheduler.minRegisteredResourcesRatio": "1.0",
+               "spark.scheduler.maxRegisteredResourcesWaitingTime": "120s",
                # a killed attempt's Python worker lives on this long (default 2 s): long
                # enough, however loaded the machine, for the losing attempt to write on
                "spark.python.task.killTimeout": "10s"}
