@@ -17,8 +17,8 @@ marker is there. The event log must then show that very attempt failed (``Except
 a Python worker, ``ExecutorLostFailure`` for an executor) and a later attempt of the same task
 succeeded. One submit per job kills a Python worker first, then an executor (compaction: the
 worker in the key pass, the executor in the rewrite stage). For speculation
-(``KLF_PLAN["race"]``) attempt 0 of one task waits until Spark has started a speculative copy,
-then both run on (one of them slowed per batch/write) until Spark keeps one and kills the other.
+(``KLF_PLAN["race"]``) the first attempt of one task to start waits until Spark has started a
+second (speculative) attempt of it, then both run on (one of them slowed per batch/write) until Spark keeps one and kills the other.
 Speculation needs two hosts (Spark never starts a copy of a task on a host already running it),
 so those runs add a worker on 127.0.0.2. The product code runs unchanged.
 """
@@ -71,9 +71,9 @@ INJECT = textwrap.dedent('''
     first task. Every task attempt leaves a marker file in $KLF_MARKERS; $KLF_PLAN (JSON) says
         "kill": [[kind, partition, attempt], ...]  that attempt (in the first stage running it)
             waits after its marker until the test kills it (at most HOLD seconds)
-        "race": {"kind", "partition", "loser", "until_gone"}  attempt 0 of that task waits
-            until another attempt of it has started; then the attempt numbered "loser", at its
-            first batch/write, waits until files matching the glob "until_gone" have existed
+        "race": {"kind", "partition", "loser", "until_gone"}  the first attempt of that task
+            to start waits until another attempt of it has started; then the attempt "loser"
+            ("first" or "second" to start), at its first batch/write, waits until files matching the glob "until_gone" have existed
             and are gone (the driver has finished the run), and goes on writing."""
     import glob, json, os, time
 
@@ -122,10 +122,14 @@ INJECT = textwrap.dedent('''
         _gates[tid] = None
         race = PLAN.get("race")
         if race and race["kind"] == kind and race["partition"] == part:
-            if att == 0 and _claim("race"):
-                _wait(lambda: any(n.startswith(task) and not n.startswith(task + "a0-")
+            # roles by the order the attempts' Python code starts, not by attempt number: on a
+            # loaded machine the copy's worker can start first (the original's fork was slow)
+            mine = f"{task}a{att}-"
+            first = _claim("race")
+            if first:
+                _wait(lambda: any(n.startswith(task) and not n.startswith(mine)
                                   for n in os.listdir(MARKERS)))
-            if att == race["loser"] and _claim("loser"):
+            if race["loser"] == ("first" if first else "second") and _claim("loser"):
                 _gates[tid] = _after_run(race["until_gone"], tid)
         return _gates[tid]
 
@@ -616,17 +620,17 @@ def staging_glob(log_dir: Path) -> str:
     return str(log_dir.parent / f".{log_dir.name}{STAGING_INFIX}*")
 
 
-# Each race: attempt 0 of one task waits until Spark has started a speculative copy of it; the
-# attempt that is to lose then stops at its first batch/write until the driver has finished the
+# Each race: the first attempt of one task to start (usually the original) waits until a
+# speculative copy of it has started; the attempt that is to lose then stops at its first batch/write until the driver has finished the
 # run (its staging gone), and carries on writing — a killed attempt whose Python worker is not
 # dead yet (Spark kills it spark.python.task.killTimeout after the task: 2 s by default).
 
 
 def test_write_with_speculation(second_host, tmp_path, write_source):
-    # the copy wins; the original writes on after the driver published and dropped the staging
+    # the second wins; the first writes on after the driver published and dropped the staging
     run, dst, before = start_write(
         second_host, tmp_path, write_source, "write-spec",
-        plan={"race": {"kind": "write", "partition": 5, "loser": 0,
+        plan={"race": {"kind": "write", "partition": 5, "loser": "first",
                        "until_gone": staging_glob(tmp_path / "write-spec-dst")}},
         conf={**SPECULATION, "spark.sql.execution.arrow.maxRecordsPerBatch": "10"})
     check_write(run, write_source, dst, before)
@@ -635,10 +639,10 @@ def test_write_with_speculation(second_host, tmp_path, write_source):
 
 
 def test_compaction_with_speculation(second_host, tmp_path, compaction_source):
-    # the original wins; the copy, half way through its file, writes on after the swap
+    # the first wins; the second, half way through its file, writes on after the swap
     run, log_dir, before = start_compact(
         second_host, tmp_path, compaction_source, "compact-spec",
-        plan={"race": {"kind": "rewrite", "partition": 1, "loser": 1,
+        plan={"race": {"kind": "rewrite", "partition": 1, "loser": "second",
                        "until_gone": staging_glob(tmp_path / "compact-spec-logs")}},
         conf=SPECULATION)
     check_compact(run, compaction_source, log_dir, before)
@@ -647,11 +651,12 @@ def test_compaction_with_speculation(second_host, tmp_path, compaction_source):
 
 
 def test_migration_with_speculation(second_host, tmp_path, migrate_source):
-    # the copy wins; the original decodes and writes its Parquet after the commit
+    # the second wins; the first decodes and writes its Parquet after the commit
     runs = tmp_path / "migrate-spec-delta" / "orders" / STATE_DIR / "runs" / "*"
     run, dest, before = start_migrate(
         second_host, tmp_path, migrate_source, "migrate-spec",
-        plan={"race": {"kind": "migrate", "partition": 0, "loser": 0, "until_gone": str(runs)}},
+        plan={"race": {"kind": "migrate", "partition": 0, "loser": "first",
+                       "until_gone": str(runs)}},
         conf=SPECULATION)
     check_migrate(run, migrate_source, dest, before)
     print("\nmigrate speculation", run.summary())
