@@ -12,7 +12,12 @@ loading and the page cache are out of the figure), on:
 * ``compact``: ``compact(engine="spark", force=True)`` of a copy of a compacted topic.
 
 One worker is the cluster with ``spark.cores.max=1`` (one executor of one core), two workers
-``spark.cores.max=2`` (two executors, one core each). Prints a markdown table with seconds and
+``spark.cores.max=2`` (two executors, one core each). A Spark "core" is a task slot, not a CPU:
+an executor's JVM and its Python worker are two processes, so on a 2-CPU machine one slot
+already keeps both CPUs busy (decode in Python, aggregation in the JVM). So that "one core per
+worker" means one CPU, as on separate hosts, each worker (and the executors and Python workers
+it starts) is pinned to its own CPU with ``taskset`` (``--no-pin`` to leave them free), and
+``local[n]`` runs on n CPUs; the drivers are not pinned. Prints a markdown table with seconds and
 the 1 → 2 speed-up, headed by machine, date and command. Timings are printed, never asserted.
 
     .venv/bin/python benchmarks/bench_cluster.py                         # 4 M records
@@ -100,11 +105,19 @@ def make_data(root: Path, records: int) -> None:
 
 
 def run(master: str, op: str, data: Path, scratch: Path, repeat: int,
-        conf: dict[str, str]) -> float:
+        conf: dict[str, str], cpus: set[int] | None = None) -> float:
+    """One spark-submit of the driver script; ``cpus``: the CPUs it (and, in local mode, its
+    tasks) may run on — children inherit this process's affinity while it is set."""
     script = scratch / "driver.py"
     script.write_text(DRIVER)
-    done = spark_submit(script, op, str(data), str(scratch), str(repeat), master=master,
-                        conf={"spark.ui.enabled": "false", **conf}, timeout=3600)
+    every = os.sched_getaffinity(0)
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+    try:
+        done = spark_submit(script, op, str(data), str(scratch), str(repeat), master=master,
+                            conf={"spark.ui.enabled": "false", **conf}, timeout=3600)
+    finally:
+        os.sched_setaffinity(0, every)
     line = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")][-1]
     return json.loads(line[len("RESULT "):])["seconds"]
 
@@ -115,24 +128,30 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--ops", default="scan,write,compact")
     ap.add_argument("--root", default=None, help="scratch folder (default: a temp dir)")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="do not pin workers and local runs to CPUs (module docstring)")
     args = ap.parse_args()
+    cpus = sorted(os.sched_getaffinity(0))
+    pin = not args.no_pin and len(cpus) >= 2
     root = Path(args.root or tempfile.mkdtemp(prefix="kafkalog-bench-cluster-"))
     data = root / "data"
     if not data.exists():
         make_data(data, args.records)
-    cluster = StandaloneCluster(root / "cluster", workers=2, cores=1, memory="3g").start()
+    cluster = StandaloneCluster(root / "cluster", workers=2, cores=1, memory="3g",
+                                cpus=tuple(cpus[:2]) if pin else None).start()
     rows = []
     try:
-        configs = [("local[1]", "local[1]", {}), ("local[2]", "local[2]", {}),
-                   ("cluster, 1 worker", cluster.url, {"spark.cores.max": "1"}),
-                   ("cluster, 2 workers", cluster.url, {"spark.cores.max": "2"})]
+        configs = [("local[1]", "local[1]", {}, {cpus[0]} if pin else None),
+                   ("local[2]", "local[2]", {}, set(cpus[:2]) if pin else None),
+                   ("cluster, 1 worker", cluster.url, {"spark.cores.max": "1"}, None),
+                   ("cluster, 2 workers", cluster.url, {"spark.cores.max": "2"}, None)]
         for op in args.ops.split(","):
             times = {}
-            for name, master, conf in configs:
+            for name, master, conf, on in configs:
                 scratch = root / f"scratch-{op}-{len(times)}"
                 scratch.mkdir(parents=True, exist_ok=True)
                 times[name] = run(master, op, data, scratch, args.repeat,
-                                  {"spark.executor.memory": "2g", **conf})
+                                  {"spark.executor.memory": "2g", **conf}, on)
                 shutil.rmtree(scratch, ignore_errors=True)
                 cluster.wait_idle()
             rows.append((op, times))
@@ -142,7 +161,9 @@ def main() -> None:
                 if line.startswith("model name")), platform.processor())
     print(f"# bench_cluster: {platform.machine()} {cpu}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"# {' '.join(sys.argv)}\n# {args.records:,} records x 100 B, best of {args.repeat}\n")
+    print(f"# {' '.join(sys.argv)}\n# {args.records:,} records x 100 B, best of {args.repeat}; "
+          + ("workers and local runs pinned to CPUs (one CPU per worker)\n" if pin
+             else "no CPU pinning\n"))
     print("| op | local[1] s | local[2] s | local 1→2 | cluster 1 worker s | cluster 2 workers s "
           "| cluster 1→2 |")
     print("|---|---:|---:|---:|---:|---:|---:|")

@@ -1,7 +1,8 @@
 """spark-submit entry point (jobs layer): one Kafka log-cleaner round as a Spark job.
 
     spark-submit jobs/compact.py [--execute] [--now MS] [--force] [--config NAME=VALUE ...]
-                                 [--config-file FILE] [--topic T ...] [--json] LOG_DIR ...
+                                 [--config-file FILE] [--topic T ...] [--exact-keys] [--json]
+                                 LOG_DIR ...
 
 Keys of the dirty ranges go through a Spark shuffle, segment groups are rewritten by tasks,
 and the driver swaps each partition in Kafka's crash-safe order under the log dir's ``.lock``
@@ -32,13 +33,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--high-watermark", default="checkpoint", choices=["checkpoint", "log-end"],
                         help="log-end: treat the log end as the high watermark (a copied dir "
                              "no broker will load again)")
+    parser.add_argument("--exact-keys", action="store_true",
+                        help="shuffle full key bytes instead of 128-bit key digests")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     spark = session(app_name="kafkalog-compact") if args.execute else None
     result = compact(args.log_dirs, execute=args.execute, now_ms=args.now, force=args.force,
                      options=parse_config_options(tuple(args.config)),
                      config_file=args.config_file, topics=args.topic,
-                     engine="spark", spark=spark, high_watermark=args.high_watermark)
+                     engine="spark", spark=spark, high_watermark=args.high_watermark,
+                     exact_keys=args.exact_keys)
     print(json.dumps(result.to_dict(), indent=2) if args.json else render_compaction(result))
     return 0
 

@@ -82,6 +82,9 @@ class StandaloneCluster:
     # a folder the executors do not see (an empty tmpfs over it in the workers' own mount
     # namespace): a path on the driver's disk only, the classic mistake on a real cluster
     hidden: Path | None = None
+    # pin worker i (its executors and their Python workers inherit it) to CPU cpus[i % len]:
+    # "one core per worker" as on separate hosts (benchmarks; tests leave it unset)
+    cpus: tuple[int, ...] | None = None
     procs: list[subprocess.Popen] = field(default_factory=list)
 
     @property
@@ -99,7 +102,8 @@ class StandaloneCluster:
         env["SPARK_WORKER_DIR"] = str(self.root / name)
         return env
 
-    def _spawn(self, name: str, args: list[str], hide: bool = False) -> subprocess.Popen:
+    def _spawn(self, name: str, args: list[str], hide: bool = False,
+               cpu: int | None = None) -> subprocess.Popen:
         log = open(self.root / f"{name}.out", "wb")
         cmd = [os.path.join(spark_home(), "bin", "spark-class"), *args,
                "--properties-file", str(self.root / "cluster.conf")]
@@ -107,6 +111,8 @@ class StandaloneCluster:
             cmd = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
                    'mount -t tmpfs -o size=1m kafkalog-hidden "$0" && exec "$@"',
                    str(self.hidden), *cmd]
+        if cpu is not None:
+            cmd = ["taskset", "-c", str(cpu), *cmd]
         proc = subprocess.Popen(cmd, env=self._env(name), stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
@@ -137,7 +143,8 @@ class StandaloneCluster:
         return self._spawn(f"worker{i}", [
             "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
             "--cores", str(self.cores), "--memory", self.memory, "--webui-port", "0",
-            "--work-dir", str(self.root / f"worker{i}"), self.url], hide=True)
+            "--work-dir", str(self.root / f"worker{i}"), self.url], hide=True,
+            cpu=self.cpus[i % len(self.cpus)] if self.cpus else None)
 
     def state(self) -> dict | None:
         try:

@@ -9,13 +9,15 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+import pytest
 
 from kafkalog_spark.compaction.compact import plan_log_dir
+from kafkalog_spark.codec.digest import key_digests
 from kafkalog_spark.compaction.rewrite import (cleaned_path, key_rows, retained_offsets_local,
                                                rewrite_group)
-from kafkalog_spark.compaction.spark_job import (ROW_SCHEMA, chunk_tasks,
-                                                 group_items, key_batches, read_retained,
-                                                 rewrite_task, segment_tasks)
+from kafkalog_spark.compaction.spark_job import (chunk_tasks, group_items, key_batches,
+                                                 read_retained, rewrite_task, row_schema,
+                                                 segment_tasks)
 from kafkalog_spark.log.discovery import discover
 
 from test_compaction import T, worked_example
@@ -51,16 +53,23 @@ def test_group_items_and_segment_tasks(tmp_path: Path) -> None:
         assert {s.group for s in subs} == {g.group}
 
 
-def test_key_batches_are_the_key_rows_with_ids(tmp_path: Path) -> None:
+@pytest.mark.parametrize("exact_keys", [False, True])
+def test_key_batches_are_the_key_rows_with_ids(tmp_path: Path, exact_keys: bool) -> None:
     log_dir, _ = worked_example(tmp_path)
     (g, tp, gid, _), *_ = group_items(plans_of(log_dir))
     task = segment_tasks(g)[0]
     expect = key_rows(task)
-    got = pa.Table.from_batches(list(key_batches(task, tp=4, gid=9, max_rows=3)))
-    assert got.column_names == [c.split()[0] for c in ROW_SCHEMA.split(", ")]
+    got = pa.Table.from_batches(list(key_batches(task, tp=4, gid=9, max_rows=3,
+                                                 exact_keys=exact_keys)))
+    assert got.column_names == [c.split()[0] for c in row_schema(exact_keys).split(", ")]
     assert got.num_rows == expect.num_rows and got.num_rows > 3
     assert set(got.column("tp").to_pylist()) == {4} and set(got.column("gid").to_pylist()) == {9}
-    assert got.column("key").equals(expect.column("key"))
+    if exact_keys:
+        assert got.column("key").equals(expect.column("key"))
+    else:  # the digest of each key, computed in the task
+        hi, lo = key_digests(expect.column("key"))
+        assert got.column("k1").to_pylist() == hi.tolist()
+        assert got.column("k2").to_pylist() == lo.tolist()
     offsets = np.asarray(got.column("offset").to_numpy())
     assert got.column("dirty").to_pylist() == list(offsets >= task.first_dirty)
 

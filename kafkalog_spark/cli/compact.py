@@ -22,11 +22,14 @@ from .progress import Progress, progress_option, segment_files
 @click.option("--force", is_flag=True, help="Ignore min.cleanable.dirty.ratio.")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
               help="Rewrite in this process, or shuffle keys and rewrite with Spark.")
+@click.option("--exact-keys", is_flag=True,
+              help="Compare full key bytes instead of 128-bit key digests (slower; for keys an "
+                   "adversary may choose to collide).")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan and metrics as JSON.")
 @progress_option
 def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
             configs: tuple[str, ...], config_file: str | None, topics: tuple[str, ...],
-            high_watermark: str, force: bool, engine: str, as_json: bool,
+            high_watermark: str, force: bool, engine: str, exact_keys: bool, as_json: bool,
             progress: bool | None) -> None:
     """Compact topics whose cleanup.policy includes compact: keep the latest record per key,
     drop aborted data, tombstones and markers past their delete horizon, keep every surviving
@@ -40,7 +43,7 @@ def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
         result = compact(list(log_dirs), execute=execute, now_ms=now_ms,
                          options=parse_config_options(configs), config_file=config_file,
                          topics=list(topics) or None, force=force, engine=engine,
-                         high_watermark=high_watermark)
+                         high_watermark=high_watermark, exact_keys=exact_keys)
     click.echo(json.dumps(result.to_dict(), indent=2) if as_json else render_compaction(result))
     if result.plans and not execute:
         sys.exit(1)

@@ -5,7 +5,8 @@ new cleaner checkpoint (KAFKA_FORMATS §15.5, §12.8).
 Per partition, under the log dir's ``.lock``::
 
     1  finish or roll back an interrupted swap (load-time passes, log/swap.py)
-    2  plan (plan.py); rows of keys -> retained offsets (local join or Spark shuffle)
+    2  plan (plan.py); rows of key digests (or keys) -> retained offsets (local aggregation
+       or Spark shuffle)
     3  rewrite each group -> one cleaned segment (rewrite.py)
     4  replace_segments: .cleaned -> .swap -> live, old files .deleted then removed
     5  cleaner-offset-checkpoint := end offset (atomic write)
@@ -40,7 +41,7 @@ from ..retention.retain import retain
 from ..log.partition_state import check_high_watermark_source, partition_state, read_offsets
 from ..log.selection import require_kafka_data
 from .plan import CleaningPlan, Skipped, plan_partition
-from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows,
+from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows, keyed_rows,
                       retained_offsets_local, write_cleaned)
 
 Step = Callable[[str], None]
@@ -94,14 +95,16 @@ def plan_log_dir(log_dir, *, now_ms: int, options: Mapping[str, Any] | None,
 
 
 @contextlib.contextmanager
-def rewrite_local(plan: CleaningPlan, stats: dict[str, float]) -> Iterator[list[GroupOutput]]:
-    """The Spark-free path for one partition: key rows, retained offsets, and each group
-    streamed into its ``.cleaned`` file (:func:`write_cleaned`). Yields the outputs, mapped for
-    the swap (valid inside the ``with``); an error before the swap removes the files."""
+def rewrite_local(plan: CleaningPlan, stats: dict[str, float], *, exact_keys: bool = False
+                  ) -> Iterator[list[GroupOutput]]:
+    """The Spark-free path for one partition: key rows (keys digested group by group unless
+    ``exact_keys``), retained offsets, and each group streamed into its ``.cleaned`` file
+    (:func:`write_cleaned`). Yields the outputs, mapped for the swap (valid inside the
+    ``with``); an error before the swap removes the files."""
     with cleaned_segments() as files:
         t0 = time.perf_counter()
-        rows = [key_rows(g) for g in plan.groups]
-        retained = retained_offsets_local(pa.concat_tables(rows), plan.first_dirty)
+        rows = [keyed_rows(key_rows(g), exact_keys) for g in plan.groups]
+        retained = retained_offsets_local(pa.concat_tables(rows), plan.first_dirty, exact_keys)
         del rows
         t1 = time.perf_counter()
         outputs = []
@@ -153,7 +156,7 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             config_file: str | os.PathLike[str] | None = None,
             topics: Sequence[str] | None = None, force: bool = False, engine: str = "local",
             spark: Any = None, step: Step | None = None,
-            high_watermark: str = "checkpoint") -> CompactionResult:
+            high_watermark: str = "checkpoint", exact_keys: bool = False) -> CompactionResult:
     """Plan (and with ``execute`` carry out) one cleaning round on stopped brokers' log dirs.
 
     Parameters
@@ -180,6 +183,12 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         Kafka's rule (``replication-offset-checkpoint``; without an entry nothing is
         cleanable), or the log end offset — only for a copied dir no broker will load again
         (:func:`kafkalog_spark.log.partition_state.partition_state`).
+    exact_keys : bool
+        Identify keys by their full bytes. Default: by a 128-bit MurmurHash3 digest of the key
+        (:mod:`kafkalog_spark.codec.digest`), as Kafka's cleaner identifies them by a 16-byte
+        MD5: fixed-width keys group much faster (Spark shuffles two longs, not variable-length
+        bytes), and two distinct keys of a partition collide with a chance of about
+        ``n**2 / 2**129``. Use exact keys when producers may choose keys adversarially.
 
     Raises
     ------
@@ -214,12 +223,13 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             if engine == "spark":
                 from .spark_job import rewrite_spark
 
-                with rewrite_spark(plans, result.stats, spark=spark) as outputs:
+                with rewrite_spark(plans, result.stats, spark=spark,
+                                   exact_keys=exact_keys) as outputs:
                     for plan in plans:
                         swap_in(plan, outputs[plan.state.tp], step=step)
             else:  # one partition at a time: memory holds one partition's key map
                 for plan in plans:
-                    with rewrite_local(plan, result.stats) as outputs:
+                    with rewrite_local(plan, result.stats, exact_keys=exact_keys) as outputs:
                         swap_in(plan, outputs, step=step)
             result.plans += plans
     both = sorted({p.state.topic for p in result.plans if p.config.delete})

@@ -40,6 +40,7 @@ import pyarrow.compute as pc
 
 from ..codec import layout as L
 from ..codec.decode import DecodeOptions, decode_to_table
+from ..codec.digest import key_digests
 from ..codec.encode import BatchSpec, encode_batch
 from ..codec.scan import scan_entries
 from ..log import naming as N
@@ -89,23 +90,49 @@ def key_rows(task: GroupTask) -> pa.Table:
     return pa.concat_tables(parts)
 
 
-def retained_offsets_local(rows: pa.Table, first_dirty: int) -> np.ndarray:
+KEY_COLUMNS = ["key"]  # exact keys: the full key bytes
+DIGEST_COLUMNS = ["k1", "k2"]  # default: the key's 128-bit digest, high and low halves
+
+
+def key_columns(exact_keys: bool = False) -> list[str]:
+    """The columns that identify a key in key rows: the key bytes, or its two digest halves."""
+    return KEY_COLUMNS if exact_keys else DIGEST_COLUMNS
+
+
+def keyed_rows(rows: pa.Table, exact_keys: bool = False) -> pa.Table:
+    """``rows`` (with a ``key`` column, as :func:`key_rows` gives them) with the key as
+    :func:`key_columns` names it: unchanged for exact keys, else ``key`` replaced by its
+    MurmurHash3 x64_128 digest ``(k1, k2)`` (:func:`kafkalog_spark.codec.digest.key_digests`)."""
+    if exact_keys or "key" not in rows.column_names:
+        return rows
+    k1, k2 = key_digests(rows.column("key"))
+    at = rows.column_names.index("key")
+    return (rows.remove_column(at).add_column(at, "k2", pa.array(k2))
+            .add_column(at, "k1", pa.array(k1)))
+
+
+def retained_offsets_local(rows: pa.Table, first_dirty: int, exact_keys: bool = False
+                           ) -> np.ndarray:
     """Offsets of keyed records that are the latest for their key among the dirty range (or whose
-    key is absent from it): the Spark-free equivalent of the shuffle (full key bytes compared).
+    key is absent from it): the Spark-free equivalent of the shuffle. ``rows`` holds ``offset``
+    and either ``key`` or the digest columns (:func:`keyed_rows`); a key is its 128-bit digest,
+    or with ``exact_keys`` its full bytes (:mod:`kafkalog_spark.codec.digest` on collisions).
 
     One aggregation per key, no join: a key seen in the dirty range, or seen once, keeps its
     largest offset (clean offsets precede dirty ones); a key with several clean records and no
-    dirty one (an uncompacted clean range) keeps all of them."""
+    dirty one (an uncompacted clean range) keeps all of them (a semi-join on the key columns)."""
     if rows.num_rows == 0:
         return np.zeros(0, np.int64)
+    cols = key_columns(exact_keys)
+    rows = keyed_rows(rows, exact_keys).select([*cols, "offset"])
     offsets = rows.column("offset")
     agg = (rows.append_column("dirty", pc.greater_equal(offsets, first_dirty))
-           .group_by("key").aggregate([("offset", "max"), ("offset", "count"), ("dirty", "any")]))
+           .group_by(cols).aggregate([("offset", "max"), ("offset", "count"), ("dirty", "any")]))
     single = pc.or_(agg.column("dirty_any"), pc.equal(agg.column("offset_count"), 1))
     kept = np.asarray(agg.column("offset_max").filter(single).to_numpy(), np.int64)
-    multi = agg.column("key").filter(pc.invert(single))
-    if len(multi):
-        extra = offsets.filter(pc.is_in(rows.column("key"), value_set=multi.combine_chunks()))
+    multi = agg.select(cols).filter(pc.invert(single))
+    if multi.num_rows:
+        extra = rows.join(multi, cols, join_type="left semi").column("offset")
         kept = np.concatenate([kept, np.asarray(extra.to_numpy(), np.int64)])
     return np.sort(kept)
 

@@ -4,13 +4,18 @@ joined back in the cluster, the rewrite as tasks writing each cleaned segment on
     keys      a private Python data source over the rewritten segments (input partitions:
               consecutive segments of about equal bytes): each task runs key_rows per segment
               and hands Spark Arrow record batches of :data:`ROW_SCHEMA`
-              ``(tp, gid, key, offset, dirty)`` — ``tp`` numbers the partition, ``gid`` the
-              group (cleaned segment) — columnar in and out of Python, no per-record Python
-              objects and no pandas (mapInArrow needs pandas; a data source reader does not)
-    retained  one groupBy(tp, key) (:func:`retained_offsets`): the key's largest offset and
+              ``(tp, gid, k1, k2, offset, dirty)`` — ``tp`` numbers the partition, ``gid`` the
+              group (cleaned segment), ``k1, k2`` the key's 128-bit MurmurHash3 digest, computed
+              in the task (codec/digest.py) — columnar in and out of Python, no per-record
+              Python objects and no pandas (mapInArrow needs pandas; a data source reader does
+              not). With ``exact_keys`` the rows carry the key bytes instead
+              (:data:`EXACT_ROW_SCHEMA`, ``key binary``)
+    retained  one groupBy(tp, k1, k2) (:func:`retained_offsets`): the key's largest offset and
               that record's group when seen dirty or once, else (several clean records only)
-              all its offsets by a semi-join — full key bytes are the grouping key, so distinct
-              keys never collide (Kafka's map compares MD5s). The surviving ``(gid, offset)``
+              all its offsets by a semi-join on the same columns. Two fixed-width longs shuffle
+              far faster than variable-length keys; distinct keys collide with a chance of
+              about n²/2^129 (Kafka's own map compares 16-byte MD5s); ``exact_keys`` groups by
+              ``(tp, key)``, the full key bytes, instead. The surviving ``(gid, offset)``
               rows are written by Spark as Parquet partitioned by ``gid`` into a staging folder
               beside the log dir: the driver never holds per-record data
     rewrite   one task per group: reads its ``gid=<n>`` offsets, streams the cleaned segment
@@ -51,26 +56,34 @@ from ..log.atomic import disk_errors
 from ..log.storage import storage_for
 from ..log.staging import create_staging_dir, remove_staging_dir
 from .plan import CleaningPlan, GroupTask
-from .rewrite import GroupOutput, cleaned_path, cleaned_segments, key_rows, write_cleaned
+from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_columns, key_rows,
+                      keyed_rows, write_cleaned)
 
-ROW_SCHEMA = "tp int, gid int, key binary, offset long, dirty boolean"
+ROW_SCHEMA = "tp int, gid int, k1 long, k2 long, offset long, dirty boolean"
+EXACT_ROW_SCHEMA = "tp int, gid int, key binary, offset long, dirty boolean"
 KEYS_SOURCE = "kafkalog_compaction_keys"
 ROWS_PER_BATCH = 1 << 16
 CHUNK_BYTES = 256 << 20  # most segment bytes per key-pass input partition, roughly
 
 
-def key_batches(task: GroupTask, tp: int, gid: int,
-                max_rows: int = ROWS_PER_BATCH) -> Iterator[pa.RecordBatch]:
-    """The key rows of one (single-segment) task as Arrow batches of :data:`ROW_SCHEMA` (what a
-    key task hands Spark); ``tp`` and ``gid`` number its partition and group."""
+def row_schema(exact_keys: bool = False) -> str:
+    """The key pass's row schema: :data:`ROW_SCHEMA` (digests) or :data:`EXACT_ROW_SCHEMA`."""
+    return EXACT_ROW_SCHEMA if exact_keys else ROW_SCHEMA
+
+
+def key_batches(task: GroupTask, tp: int, gid: int, max_rows: int = ROWS_PER_BATCH, *,
+                exact_keys: bool = False) -> Iterator[pa.RecordBatch]:
+    """The key rows of one (single-segment) task as Arrow batches of :func:`row_schema` (what a
+    key task hands Spark: keys digested here, on the executor, unless ``exact_keys``); ``tp``
+    and ``gid`` number its partition and group."""
     with planned_files(Path(task.sources[0].log).parent):
-        rows = key_rows(task)
+        rows = keyed_rows(key_rows(task), exact_keys)
     offsets = rows.column("offset")
     n = rows.num_rows
     table = pa.table({
         "tp": pa.array(np.full(n, tp, np.int32)),
         "gid": pa.array(np.full(n, gid, np.int32)),
-        "key": rows.column("key"),
+        **{c: rows.column(c) for c in key_columns(exact_keys)},
         "offset": offsets,
         "dirty": pc.greater_equal(offsets, task.first_dirty),
     })
@@ -78,30 +91,36 @@ def key_batches(task: GroupTask, tp: int, gid: int,
 
 
 class _KeyReader(DataSourceReader):
-    def __init__(self, chunks: list[list[tuple[GroupTask, int, int]]]):
+    def __init__(self, chunks: list[list[tuple[GroupTask, int, int]]], exact_keys: bool):
         self.chunks = chunks
+        self.exact_keys = exact_keys
 
     def partitions(self) -> list[InputPartition]:
         return [InputPartition(chunk) for chunk in self.chunks]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:  # pragma: no cover
         for task, tp, gid in partition.value:
-            yield from key_batches(task, tp, gid)
+            yield from key_batches(task, tp, gid, exact_keys=self.exact_keys)
 
 
 class KeyRowsSource(DataSource):
     """Private data source of the key pass: option ``tasks`` holds the pickled chunks (one input
-    partition each) of ``(one-segment task, tp, gid)``."""
+    partition each) of ``(one-segment task, tp, gid)``; option ``exact_keys`` (``"true"``)
+    selects key bytes over digests."""
 
     @classmethod
     def name(cls) -> str:
         return KEYS_SOURCE
 
+    def _exact_keys(self) -> bool:
+        return self.options.get("exact_keys", "false").lower() == "true"
+
     def schema(self) -> str:
-        return ROW_SCHEMA
+        return row_schema(self._exact_keys())
 
     def reader(self, schema: Any) -> DataSourceReader:
-        return _KeyReader(pickle.loads(base64.b64decode(self.options["tasks"])))
+        return _KeyReader(pickle.loads(base64.b64decode(self.options["tasks"])),
+                          self._exact_keys())
 
 
 def segment_tasks(task: GroupTask) -> list[GroupTask]:
@@ -124,9 +143,10 @@ def chunk_tasks(items: Sequence[Any], n: int, size=lambda item: item) -> list[li
     return [c for c in chunks if c]
 
 
-def retained_offsets(rows: Any) -> Any:
+def retained_offsets(rows: Any, exact_keys: bool = False) -> Any:
     """``(gid, offset)`` of the surviving keyed records of the key rows ``rows`` (a DataFrame of
-    :data:`ROW_SCHEMA`), as a DataFrame — nothing is collected.
+    :func:`row_schema`), as a DataFrame — nothing is collected. A key is ``(tp, k1, k2)``, or
+    with ``exact_keys`` ``(tp, key)``.
 
     A key's latest dirty offset is its largest offset overall (clean offsets precede dirty
     ones), so it survives alone, in the group of that record (``max_by``); a key absent from
@@ -138,7 +158,7 @@ def retained_offsets(rows: Any) -> Any:
     from pyspark import StorageLevel
     from pyspark.sql import functions as F
 
-    tp_key = ["tp", "key"]
+    tp_key = ["tp", *key_columns(exact_keys)]
     per_key = (rows.groupBy(*tp_key)
                .agg(F.max("offset").alias("offset"), F.max_by("gid", "offset").alias("gid"),
                     F.count(F.lit(1)).alias("n"), F.max(F.col("dirty").cast("int")).alias("d"))
@@ -202,8 +222,10 @@ def _log_size(task: GroupTask) -> int:
 
 @contextlib.contextmanager
 def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
-                  spark: Any = None) -> Iterator[dict[tuple[str, int], list[GroupOutput]]]:
-    """Key shuffle and group rewrites with Spark (module docstring). Yields the outputs per
+                  spark: Any = None, exact_keys: bool = False
+                  ) -> Iterator[dict[tuple[str, int], list[GroupOutput]]]:
+    """Key shuffle (by digest, or by key bytes with ``exact_keys``) and group rewrites with
+    Spark (module docstring). Yields the outputs per
     partition, each a map of its task-written ``.cleaned`` file (valid inside the ``with``, for
     the swaps); on leaving, removes the staging folder, and on an error the ``.cleaned`` files
     that were not swapped in."""
@@ -230,8 +252,9 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
                                  size=lambda i: _log_size(i[0]))
             blob = base64.b64encode(pickle.dumps(chunks)).decode("ascii")
             with task_errors():  # a task's typed error (unreachable log dir, bad data) as is
-                rows = spark.read.format(KEYS_SOURCE).option("tasks", blob).load()
-                retained, per_key = retained_offsets(rows)
+                rows = (spark.read.format(KEYS_SOURCE).option("tasks", blob)
+                        .option("exact_keys", str(exact_keys).lower()).load())
+                retained, per_key = retained_offsets(rows, exact_keys)
                 n_out = max(1, min(len(items), sc.defaultParallelism * 2))
                 (retained.repartition(n_out, "gid").write.partitionBy("gid").mode("overwrite")
                  .parquet(retained_dir))
