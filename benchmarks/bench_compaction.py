@@ -1,27 +1,43 @@
-"""Benchmark (benchmarks layer): compaction throughput and retention planning time.
+"""Benchmark (benchmarks layer): compaction engines side by side, key-map memory as data grows,
+retention planning.
 
-    .venv/bin/python benchmarks/bench_compaction.py [--records N] [--value-bytes B]
-                                                    [--engine local|spark] [--segments S]
-                                                    [--warm]
+    .venv/bin/python benchmarks/bench_compaction.py [--records N] [--repeat R]
+                                                    [--warmup W] [--variants local,spark,...]
+    .venv/bin/python benchmarks/bench_compaction.py --memory [--records N] [--dedupe-mib M]
 
-A generated log with 10% unique keys is compacted once (``--force``); the table gives MB/s and
-records/s of the round, split into the key pass ("shuffle": key rows and retained offsets) and
-the rewrite. ``--warm`` first compacts a 50,000-record log with the same engine (its own row):
-the measured round then runs in warm Python workers (imports, numba caches, Spark session and
-JVM code paths), which a long-running Spark application sees after its first job. Then retention is planned over a log dir of ``--segments`` (default 10,000) empty-
-indexed small segments. Prints a markdown table with the machine, date and command.
+Throughput (default): one generated single-partition log (100-byte values, 10% unique keys,
+16 MiB segments) is compacted with ``--force`` by every variant — the local engine with key
+digests (the default) or exact keys, the Spark engine (``local[*]``: this machine's cores) with
+digests or exact keys — each on a fresh copy of the same data (copies are not timed), in one
+process, round-robin ``--repeat`` times after ``--warmup`` rounds of every variant (Python
+workers, numba caches and the JVM's compiled code paths warm: the JVM needs about two rounds at
+this size). Prints the best and median wall time, MB/s, the
+key pass ("shuffle") and rewrite seconds of the best run, and each variant's speed as a ratio
+to the local engine's (same data, same process, alternating).
+
+Memory (``--memory``): the local engine compacts logs of N/8, N/4, N/2 and N records (keys
+10% unique, so distinct keys grow with the data) in a fresh child process each, with the key map
+bounded to ``--dedupe-mib`` MiB (default 16) and, for contrast, with exact keys (one in-memory
+aggregation, no bound); prints each child's peak RSS (``ru_maxrss``) and the passes taken.
+
+Then retention is planned over a log dir of ``--segments`` small segments. Prints markdown
+tables headed by machine, date and command. Timings are printed, never asserted.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import resource
+import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
-import threading
 import time
-from datetime import date
+from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
@@ -31,8 +47,16 @@ from kafkalog_spark import write_log
 from kafkalog_spark.compaction.compact import compact
 from kafkalog_spark.retention.retain import plan_retention
 
+VARIANTS = {  # name: (engine, exact_keys)
+    "local": ("local", False), "local-exact": ("local", True),
+    "spark": ("spark", False), "spark-exact": ("spark", True),
+}
+OPTIONS = {"cleanup.policy": "compact"}
 
-def make_log(root: Path, records: int, value_bytes: int, segment_bytes: int = 16 << 20) -> Path:
+
+def make_log(root: Path, records: int, value_bytes: int = 100,
+             segment_bytes: int = 16 << 20) -> Path:
+    """A one-partition log dir of ``records`` records with 10% unique keys."""
     rng = np.random.default_rng(1)
     keys = rng.integers(0, max(1, records // 10), records)
     log_dir = root / "logs"
@@ -53,84 +77,125 @@ def make_segments(root: Path, n: int) -> Path:
     return log_dir
 
 
-def rss_bytes() -> int:
-    """This process's anonymous resident memory now (``RssAnon`` in /proc: heap and buffers,
-    not the page cache of memory-mapped segment files, which the kernel can drop)."""
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) * 1024
-    raise OSError("no RssAnon in /proc/self/status")
+def log_bytes(log_dir: Path) -> int:
+    return sum(f.stat().st_size for f in log_dir.rglob("*.log"))
 
 
-class PeakRss:
-    """Samples this process's anonymous RSS every 20 ms while in the ``with`` block; ``growth``
-    is the peak above the value at entry (what the driver holds for the job, not what made
-    the data)."""
-
-    def __enter__(self) -> "PeakRss":
-        self.base = self.peak = rss_bytes()
-        self.done = threading.Event()
-        self.thread = threading.Thread(target=self._sample, daemon=True)
-        self.thread.start()
-        return self
-
-    def _sample(self) -> None:
-        while not self.done.wait(0.02):
-            self.peak = max(self.peak, rss_bytes())
-
-    def __exit__(self, *exc: object) -> None:
-        self.done.set()
-        self.thread.join()
-        self.peak = max(self.peak, rss_bytes())
-        self.growth = self.peak - self.base
-
-
-def compaction_row(log_dir: Path, records: int, engine: str, label: str) -> tuple[str, str, str]:
-    """Compact ``log_dir`` once (forced) and describe the round as a table row."""
-    size = sum(f.stat().st_size for f in (log_dir / "bench-0").glob("*.log"))
+def run_variant(name: str, src: Path, scratch: Path, spark) -> dict:
+    """Compact a fresh copy of ``src`` with variant ``name``; wall time and the round's
+    metrics."""
+    copy = scratch / name
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(src, copy)
+    engine, exact = VARIANTS[name]
     t0 = time.perf_counter()
-    with PeakRss() as rss:
-        r = compact(log_dir, execute=True, force=True, engine=engine,
-                    options={"cleanup.policy": "compact"})
+    r = compact(copy, execute=True, force=True, engine=engine, exact_keys=exact,
+                spark=spark if engine == "spark" else None, options=OPTIONS)
     wall = time.perf_counter() - t0
     m = r.metrics
-    return (f"{label}compaction ({engine}), {records:,} records, {size / 1e6:.0f} MB, "
-            f"10% unique keys", f"{size / 1e6 / wall:.1f} MB/s, "
-            f"{records / wall / 1e6:.2f} M records/s",
-            f"wall {wall:.1f} s: key pass {m.get('shuffle_seconds', 0):.1f} s, "
-            f"rewrite {m.get('rewrite_seconds', 0):.1f} s, kept {m['records_kept']:,}; "
-            f"driver anonymous RSS +{rss.growth / 2**20:.0f} MiB")
+    shutil.rmtree(copy)
+    return {"wall": wall, "shuffle": m.get("shuffle_seconds", 0.0),
+            "rewrite": m.get("rewrite_seconds", 0.0), "kept": m["records_kept"]}
+
+
+def throughput(args, root: Path) -> list[str]:
+    names = args.variants.split(",")
+    src = make_log(root / "src", args.records)
+    size = log_bytes(src)
+    spark = None
+    if any(VARIANTS[n][0] == "spark" for n in names):
+        from kafkalog_spark.spark import session
+
+        spark = session()
+    runs: dict[str, list[dict]] = {n: [] for n in names}
+    for rnd in range(args.warmup + args.repeat):
+        for n in names:
+            got = run_variant(n, src, root / "scratch", spark)
+            if rnd >= args.warmup:
+                runs[n].append(got)
+    kept = {runs[n][0]["kept"] for n in names}
+    assert len(kept) == 1, f"variants kept different record counts: {kept}"
+    base = min(r["wall"] for r in runs[names[0]])
+    lines = [f"{args.records:,} records, {size / 1e6:.0f} MB, 10% unique keys, "
+             f"best and median of {args.repeat}; ratio = the first variant's best time / "
+             f"this variant's\n",
+             "| variant | best s | median s | MB/s (best) | key pass s | rewrite s | ratio |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for n in names:
+        best = min(runs[n], key=lambda r: r["wall"])
+        med = statistics.median(r["wall"] for r in runs[n])
+        lines.append(f"| {n} | {best['wall']:.2f} | {med:.2f} | {size / 1e6 / best['wall']:.1f} "
+                     f"| {best['shuffle']:.2f} | {best['rewrite']:.2f} | "
+                     f"{base / best['wall']:.2f} |")
+    return lines
+
+
+def child_rss(args) -> None:
+    """``--child``: make a log of ``--records``, compact it, print peak RSS and passes."""
+    with tempfile.TemporaryDirectory() as tmp:
+        log_dir = make_log(Path(tmp), args.records)
+        size = log_bytes(log_dir)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.perf_counter()
+        r = compact(log_dir, execute=True, force=True, options=OPTIONS,
+                    exact_keys=args.exact, dedupe_buffer_bytes=args.dedupe_mib << 20)
+        wall = time.perf_counter() - t0
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        print("RESULT " + json.dumps({"bytes": size, "peak_kib": peak, "before_kib": before,
+                                      "passes": r.metrics["passes"], "wall": wall,
+                                      "kept": r.metrics["records_kept"]}))
+
+
+def memory(args) -> list[str]:
+    lines = [f"local engine, peak RSS of a fresh process that makes the log and compacts it "
+             f"(making it alone: the 'before' column); key map bound {args.dedupe_mib} MiB\n",
+             "| records | log MB | distinct keys | keys | passes | RSS before MiB | peak RSS MiB "
+             "| growth MiB | s |",
+             "|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for k in (8, 4, 2, 1):
+        n = args.records // k
+        for exact in (False, True):
+            cmd = [sys.executable, __file__, "--child", "--records", str(n),
+                   "--dedupe-mib", str(args.dedupe_mib)] + (["--exact"] if exact else [])
+            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+            r = json.loads([x for x in out.splitlines() if x.startswith("RESULT ")][-1][7:])
+            lines.append(f"| {n:,} | {r['bytes'] / 1e6:.0f} | {n // 10:,} | "
+                         f"{'exact (unbounded)' if exact else 'digest map'} | {r['passes']} | "
+                         f"{r['before_kib'] / 1024:.0f} | {r['peak_kib'] / 1024:.0f} | "
+                         f"{(r['peak_kib'] - r['before_kib']) / 1024:.0f} | {r['wall']:.1f} |")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--records", type=int, default=2_000_000)
-    p.add_argument("--value-bytes", type=int, default=100)
-    p.add_argument("--engine", choices=("local", "spark"), default="local")
+    p.add_argument("--records", type=int, default=8_000_000)
+    p.add_argument("--repeat", type=int, default=3)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--variants", default="local,spark,local-exact,spark-exact")
+    p.add_argument("--memory", action="store_true", help="key-map memory as data grows")
+    p.add_argument("--dedupe-mib", type=int, default=16)
     p.add_argument("--segments", type=int, default=10_000)
-    p.add_argument("--warm", action="store_true",
-                   help="compact a small log first (reported on its own row)")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--exact", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    rows = []
+    if args.child:
+        child_rss(args)
+        return 0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        runs = [(root / "warm", 50_000, 1 << 20, "warm-up, ")] if args.warm else []
-        for sub, n, seg, label in runs + [(root, args.records, 16 << 20, "")]:
-            rows.append(compaction_row(make_log(sub, n, args.value_bytes, seg), n, args.engine,
-                                       label))
+        lines = memory(args) if args.memory else throughput(args, root)
         many = make_segments(root, args.segments)
         t0 = time.perf_counter()
         (plan,) = plan_retention(many, now_ms=2**62, options={"retention.ms": 1})
-        t = time.perf_counter() - t0
-        rows.append((f"retention planning, {args.segments:,} segments", f"{t:.2f} s",
-                     f"{len(plan.deletions):,} segments deletable"))
-    print(f"machine: {platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
-          f"Python {platform.python_version()}; date: {date.today()}; "
-          f"command: {' '.join([os.path.basename(sys.executable)] + sys.argv)}\n")
-    print("| benchmark | result | detail |\n|---|---|---|")
-    for row in rows:
-        print("| " + " | ".join(row) + " |")
+        lines.append(f"\nretention planning, {args.segments:,} segments: "
+                     f"{time.perf_counter() - t0:.2f} s ({len(plan.deletions):,} deletable)")
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                if line.startswith("model name")), platform.processor())
+    print(f"# bench_compaction: {platform.machine()} {cpu}, {os.cpu_count()} cores, Python "
+          f"{platform.python_version()}, "
+          f"{datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}")
+    print(f"# {' '.join([os.path.basename(sys.executable)] + sys.argv)}\n")
+    print("\n".join(lines))
     return 0
 
 

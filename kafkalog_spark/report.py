@@ -100,8 +100,11 @@ def render_compaction(result: CompactionResult) -> str:
     lines = []
     for p in result.plans:
         d = p.to_dict()
+        end = d["end_offset"]
+        cut = "" if end == d["first_uncleanable_offset"] else (
+            f" up to {end} (the key map was full; the next pass goes on from there)")
         lines.append(f"{d['partition']}: {verb} offsets [{d['first_dirty_offset']}, "
-                     f"{d['first_uncleanable_offset']}) dirty, {d['reason']}")
+                     f"{d['first_uncleanable_offset']}) dirty, {d['reason']}{cut}")
         lines.append(f"  segment groups (base offsets): {d['groups']}")
     for s in result.skipped:
         lines.append(f"{s.topic}-{s.partition}: skipped: {s.reason}")
@@ -109,8 +112,9 @@ def render_compaction(result: CompactionResult) -> str:
     counts = "" if not result.executed else (
         f", records {m['records_read']} -> {m['records_kept']}, bytes {m['bytes_read']} -> "
         f"{m['bytes_written']}")
-    lines.append(f"{verb} {m['partitions_cleaned']} partitions ({m['partitions_skipped']} "
-                 f"skipped, now={m['now_ms']}){counts}"
+    passes = "" if m["passes"] == m["partitions_cleaned"] else f" in {m['passes']} passes"
+    lines.append(f"{verb} {m['partitions_cleaned']} partitions{passes} "
+                 f"({m['partitions_skipped']} skipped, now={m['now_ms']}){counts}"
                  + ("" if result.executed or not result.plans else "; run again with --execute"))
     return "\n".join(lines)
 

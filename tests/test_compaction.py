@@ -269,6 +269,20 @@ def _find(root: Path, repo: str, name: str) -> Path:
     return hits[0]
 
 
+def prepare_real(src: Path, log_dir: Path, name: str) -> None:
+    """A copy of a real partition dir in ``log_dir``, with an empty active segment when it has
+    one segment only and the HW a stopped broker had (its log end)."""
+    shutil.copytree(src, log_dir / name)
+    topic, part = name.rsplit("-", 1)
+    segs = sorted((log_dir / name).glob("*.log"))
+    if len(segs) < 2:
+        (log_dir / name / N.segment_file_name(10**9, N.LOG)).write_bytes(b"")
+    leo = max(int(scan_entries(s.read_bytes()).last_offset[-1]) + 1
+              for s in segs if s.stat().st_size)
+    write_checkpoint_file(log_dir / N.REPLICATION_OFFSET_CHECKPOINT,
+                          C.format_offset_checkpoint({(topic, int(part)): leo}))
+
+
 @pytest.mark.fixtures
 @pytest.mark.parametrize("repo,name", REAL)
 def test_real_compacted_fixtures(shared_fixtures, tmp_path, repo, name):
@@ -276,16 +290,7 @@ def test_real_compacted_fixtures(shared_fixtures, tmp_path, repo, name):
 
     src = _find(shared_fixtures, repo, name)
     log_dir = tmp_path / "logs"
-    shutil.copytree(src, log_dir / name)
-    topic, part = name.rsplit("-", 1)
-    segs = sorted((log_dir / name).glob("*.log"))
-    if len(segs) < 2:
-        (log_dir / name / N.segment_file_name(10**9, N.LOG)).write_bytes(b"")
-    # a stopped broker's HW = its log end
-    leo = max(int(scan_entries(s.read_bytes()).last_offset[-1]) + 1
-              for s in segs if s.stat().st_size)
-    write_checkpoint_file(log_dir / N.REPLICATION_OFFSET_CHECKPOINT,
-                          C.format_offset_checkpoint({(topic, int(part)): leo}))
+    prepare_real(src, log_dir, name)
     before = rows(log_dir)
     cmp(log_dir, now_ms=T, execute=True, force=True)
     once = rows(log_dir)

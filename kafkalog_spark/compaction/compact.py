@@ -5,14 +5,18 @@ new cleaner checkpoint (KAFKA_FORMATS §15.5, §12.8).
 Per partition, under the log dir's ``.lock``::
 
     1  finish or roll back an interrupted swap (load-time passes, log/swap.py)
-    2  plan (plan.py); rows of key digests (or keys) -> retained offsets (local aggregation
-       or Spark shuffle)
+    2  plan (plan.py); local engine: the dirty range's key digests into a bounded key map
+       (key_map.py; the round stops where the map fills); Spark engine, or --exact-keys: key
+       rows -> retained offsets (Spark shuffle, or one local aggregation)
     3  rewrite each group -> one cleaned segment (rewrite.py)
     4  replace_segments: .cleaned -> .swap -> live, old files .deleted then removed
     5  cleaner-offset-checkpoint := end offset (atomic write)
+    6  local engine, when the key map filled: plan the next pass from that end offset and
+       repeat 2-5 until firstUncleanable — what Kafka's cleaner does over later rounds
 
 A crash before 4 leaves the old segments (the passes drop ``.cleaned``); during 4 the passes
-finish or roll back the swap; between 4 and 5 the next run cleans again (idempotent).
+finish or roll back the swap; between 4 and 5 the next run cleans again (idempotent); after a
+pass's 5 the log is cleaned up to that pass, and the next run goes on from there.
 ``cleanup.policy=compact,delete`` topics then get retention (retention/retain.py).
 """
 
@@ -25,6 +29,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from ..codec import checkpoints as C
@@ -40,8 +45,9 @@ from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
 from ..log.partition_state import check_high_watermark_source, partition_state, read_offsets
 from ..log.selection import require_kafka_data
-from .plan import CleaningPlan, Skipped, plan_partition
-from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows, keyed_rows,
+from .key_map import DEFAULT_MEMORY, MIN_MEMORY, KeyMap
+from .plan import CleaningPlan, Skipped, limit_plan, plan_partition
+from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows, map_keys,
                       retained_offsets_local, write_cleaned)
 
 Step = Callable[[str], None]
@@ -63,7 +69,8 @@ class CompactionResult:
     @property
     def metrics(self) -> dict[str, Any]:
         return {"executed": self.executed, "now_ms": self.now_ms, "engine": self.engine,
-                "partitions_cleaned": len(self.plans), "partitions_skipped": len(self.skipped),
+                "partitions_cleaned": len({p.state.tp for p in self.plans}),
+                "passes": len(self.plans), "partitions_skipped": len(self.skipped),
                 "segments_rewritten": sum(len(g.sources) for p in self.plans for g in p.groups),
                 "segments_written": sum(len(p.groups) for p in self.plans),
                 **self.stats, **({"retention": self.retention} if self.retention else {})}
@@ -95,30 +102,63 @@ def plan_log_dir(log_dir, *, now_ms: int, options: Mapping[str, Any] | None,
 
 
 @contextlib.contextmanager
-def rewrite_local(plan: CleaningPlan, stats: dict[str, float], *, exact_keys: bool = False
-                  ) -> Iterator[list[GroupOutput]]:
-    """The Spark-free path for one partition: key rows (keys digested group by group unless
-    ``exact_keys``), retained offsets, and each group streamed into its ``.cleaned`` file
-    (:func:`write_cleaned`). Yields the outputs, mapped for the swap (valid inside the
-    ``with``); an error before the swap removes the files."""
+def rewrite_local(plan: CleaningPlan, stats: dict[str, float], *, exact_keys: bool = False,
+                  memory: int = DEFAULT_MEMORY
+                  ) -> Iterator[tuple[CleaningPlan, list[GroupOutput]]]:
+    """The Spark-free path for one partition: the dirty range's key digests into a key map of
+    at most ``memory`` bytes (the plan is cut where it fills: :func:`limit_plan`) — or, with
+    ``exact_keys``, every key row into one aggregation (memory grows with the keys) — then each
+    group streamed into its ``.cleaned`` file (:func:`write_cleaned`). Yields the plan carried
+    out and the outputs, mapped for the swap (valid inside the ``with``); an error before the
+    swap removes the files."""
     with cleaned_segments() as files:
         t0 = time.perf_counter()
-        rows = [keyed_rows(key_rows(g), exact_keys) for g in plan.groups]
-        retained = retained_offsets_local(pa.concat_tables(rows), plan.first_dirty, exact_keys)
-        del rows
+        retained: KeyMap | np.ndarray
+        if exact_keys:
+            rows = [key_rows(g) for g in plan.groups]
+            retained = retained_offsets_local(pa.concat_tables(rows), plan.first_dirty, True)
+            del rows
+        else:
+            retained = KeyMap(memory, most_keys=plan.first_uncleanable - plan.first_dirty)
+            plan = limit_plan(plan, map_keys(plan.groups, retained))
         t1 = time.perf_counter()
         outputs = []
         for g in plan.groups:
-            lo = g.base_offset
-            hi = plan.groups[g.group + 1].base_offset if g.group + 1 < len(plan.groups) else 2**63 - 1
+            part = retained
+            if not isinstance(retained, KeyMap):
+                lo = g.base_offset
+                hi = (plan.groups[g.group + 1].base_offset if g.group + 1 < len(plan.groups)
+                      else 2**63 - 1)
+                part = retained[(retained >= lo) & (retained < hi)]
             files.track(cleaned_path(plan.state.path, g.base_offset))
-            out = write_cleaned(g, retained[(retained >= lo) & (retained < hi)], plan.state.path)
-            outputs.append(files.adopt(out))
+            outputs.append(files.adopt(write_cleaned(g, part, plan.state.path)))
         _sum_stats(stats, outputs)
         stats["shuffle_seconds"] = stats.get("shuffle_seconds", 0.0) + t1 - t0
         stats["rewrite_seconds"] = stats.get("rewrite_seconds", 0.0) + time.perf_counter() - t1
         files.swapping = True
-        yield outputs
+        yield plan, outputs
+
+
+def clean_partition_local(plan: CleaningPlan, stats: dict[str, float], *, now_ms: int,
+                          high_watermark: str, exact_keys: bool = False,
+                          memory: int = DEFAULT_MEMORY, step: Step | None = None
+                          ) -> list[CleaningPlan]:
+    """One partition's round with the local engine, in as many passes as the key map needs
+    (module docstring, step 6); returns the passes carried out."""
+    done = []
+    while True:
+        with rewrite_local(plan, stats, exact_keys=exact_keys, memory=memory) as (ran, outputs):
+            swap_in(ran, outputs, step=step)
+        done.append(ran)
+        if ran.end_offset >= ran.first_uncleanable:
+            return done
+        (part,) = discover(ran.state.path).partitions
+        state = partition_state(part, ran.state.log_dir, high_watermark=high_watermark)
+        nxt = plan_partition(state, ran.config, cleaner_checkpoint=ran.end_offset,
+                             now_ms=now_ms, resume=ran)
+        if isinstance(nxt, Skipped):  # nothing left below firstUncleanable
+            return done
+        plan = nxt
 
 
 def txn_indexes(outputs: Sequence[GroupOutput]) -> list[bytes | None]:
@@ -156,7 +196,8 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             config_file: str | os.PathLike[str] | None = None,
             topics: Sequence[str] | None = None, force: bool = False, engine: str = "local",
             spark: Any = None, step: Step | None = None,
-            high_watermark: str = "checkpoint", exact_keys: bool = False) -> CompactionResult:
+            high_watermark: str = "checkpoint", exact_keys: bool = False,
+            dedupe_buffer_bytes: int = DEFAULT_MEMORY) -> CompactionResult:
     """Plan (and with ``execute`` carry out) one cleaning round on stopped brokers' log dirs.
 
     Parameters
@@ -189,6 +230,13 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         MD5: fixed-width keys group much faster (Spark shuffles two longs, not variable-length
         bytes), and two distinct keys of a partition collide with a chance of about
         ``n**2 / 2**129``. Use exact keys when producers may choose keys adversarially.
+        The local engine then holds every key of a partition in memory (no bound).
+    dedupe_buffer_bytes : int
+        The local engine's key map budget, Kafka's ``log.cleaner.dedupe.buffer.size`` (default
+        128 MiB: at most ``0.9 * bytes / 24`` keys per pass). A partition whose dirty range has
+        more distinct keys is cleaned in several passes, each cut where the map filled and
+        checkpointed (:mod:`kafkalog_spark.compaction.key_map`); the result is the one-pass
+        result. The Spark engine's shuffle spills to disk and needs no such bound.
 
     Raises
     ------
@@ -197,6 +245,9 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     """
     if engine not in ENGINES:
         raise InvalidOptionError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
+    if dedupe_buffer_bytes < MIN_MEMORY:
+        raise InvalidOptionError(f"the dedupe buffer needs at least {MIN_MEMORY} bytes; got "
+                                 f"{dedupe_buffer_bytes}")
     dirs = [log_dirs] if isinstance(log_dirs, (str, os.PathLike)) else list(log_dirs)
     now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
     for d in dirs:
@@ -227,11 +278,12 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                                    exact_keys=exact_keys) as outputs:
                     for plan in plans:
                         swap_in(plan, outputs[plan.state.tp], step=step)
+                result.plans += plans
             else:  # one partition at a time: memory holds one partition's key map
                 for plan in plans:
-                    with rewrite_local(plan, result.stats, exact_keys=exact_keys) as outputs:
-                        swap_in(plan, outputs, step=step)
-            result.plans += plans
+                    result.plans += clean_partition_local(
+                        plan, result.stats, now_ms=now_ms, high_watermark=high_watermark,
+                        exact_keys=exact_keys, memory=dedupe_buffer_bytes, step=step)
     both = sorted({p.state.topic for p in result.plans if p.config.delete})
     if both:
         result.retention = retain(dirs, execute=True, now_ms=now_ms, options=options,

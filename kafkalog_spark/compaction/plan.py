@@ -8,7 +8,8 @@ Per partition::
                           first segment newer than min.compaction.lag.ms))
     eligible          dirty ratio > min.cleanable.dirty.ratio, or max.compaction.lag.ms passed
                       with cleanable bytes, or force (with cleanable bytes)
-    end offset        = firstUncleanable (the key map is unbounded here: no partial rounds)
+    end offset        = firstUncleanable, or lower when the key map fills (key_map.py): then
+                      :func:`limit_plan` narrows the round and later passes clean the rest
     rewrite range     every segment with base < end offset, grouped by size (groupSegmentsBySize)
 
 Per batch of the rewrite range: ``can_discard`` (``CleanedTransactionMetadata``: aborted data,
@@ -24,7 +25,8 @@ default); offline, expiry is applied exactly at ``now``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import bisect
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -60,13 +62,32 @@ class GroupTask:
     group: int
     sources: tuple[SourceSegment, ...]
     first_dirty: int
-    end_offset: int
+    end_offset: int  # the round's end (endOffset): records at or past it are kept as they are
     now_ms: int
     delete_retention_ms: int
+    upper_bound: int  # firstUncleanable: the batch ending here is kept, even emptied
+    keep_last_batch: bool = False  # the last group of a pass cut short: see limit_plan
 
     @property
     def base_offset(self) -> int:
         return self.sources[0].base_offset
+
+
+@dataclass(frozen=True)
+class RoundFacts:
+    """The batch facts of a whole round, decided once over the log as it was when the round
+    began (the passes of a round whose key map filled all use them, so their result is the
+    one-pass result): batch last offsets that ``can_discard`` and that are the
+    ``last_of_producer``, and the legacy delete horizon (ms)."""
+
+    can_discard: tuple[int, ...]  # sorted
+    last_of_producer: tuple[int, ...]  # sorted
+    legacy_horizon: int
+
+    def of_segment(self, lo: int, hi: int) -> tuple[frozenset[int], frozenset[int]]:
+        """``(can_discard, last_of_producer)`` of the batches ending in ``[lo, hi)``."""
+        return tuple(frozenset(xs[bisect.bisect_left(xs, lo):bisect.bisect_left(xs, hi)])
+                     for xs in (self.can_discard, self.last_of_producer))
 
 
 @dataclass
@@ -81,6 +102,8 @@ class CleaningPlan:
     cleanable_bytes: int
     reason: str
     groups: list[GroupTask] = field(default_factory=list)
+    end: int | None = None  # set by limit_plan when the key map filled before firstUncleanable
+    facts: RoundFacts | None = None
 
     @property
     def ratio(self) -> float:
@@ -89,12 +112,14 @@ class CleaningPlan:
 
     @property
     def end_offset(self) -> int:
-        return self.first_uncleanable
+        """The round's end offset: the new cleaner checkpoint."""
+        return self.first_uncleanable if self.end is None else self.end
 
     def to_dict(self) -> dict:
         return {"partition": f"{self.state.topic}-{self.state.partition}",
                 "first_dirty_offset": self.first_dirty,
                 "first_uncleanable_offset": self.first_uncleanable,
+                "end_offset": self.end_offset,
                 "clean_bytes": self.clean_bytes, "cleanable_bytes": self.cleanable_bytes,
                 "dirty_ratio": round(self.ratio, 6), "reason": self.reason,
                 "groups": [[s.base_offset for s in g.sources] for g in self.groups]}
@@ -181,10 +206,14 @@ def choose_range(state: PartitionState, config: TopicConfig, *, cleaner_checkpoi
 
 
 def group_segments(segs: list[SegmentState], end_offset: int, segment_bytes: int,
-                   max_index_bytes: int) -> list[list[SegmentState]]:
-    """``groupSegmentsBySize`` over the segments with base < ``end_offset`` (§15.5)."""
+                   max_index_bytes: int, upper_bound: int | None = None
+                   ) -> list[list[SegmentState]]:
+    """``groupSegmentsBySize`` over the segments with base < ``end_offset`` (§15.5); the last
+    one's offsets are taken to end at ``upper_bound`` (firstUncleanable; default
+    ``end_offset``)."""
     segs = [s for s in segs if s.base_offset < end_offset]
-    nexts = [s.base_offset for s in segs[1:]] + [end_offset]
+    nexts = [s.base_offset for s in segs[1:]] + [end_offset if upper_bound is None
+                                                  else upper_bound]
     groups: list[list[SegmentState]] = []
     i = 0
     while i < len(segs):
@@ -290,8 +319,12 @@ def transaction_facts(segs: list[SegmentState], producers: dict[int, tuple[int, 
 
 
 def plan_partition(state: PartitionState, config: TopicConfig, *, cleaner_checkpoint: int | None,
-                   now_ms: int, force: bool = False) -> CleaningPlan | Skipped:
-    """Plan one partition's cleaning round, or say why it has nothing to clean."""
+                   now_ms: int, force: bool = False, resume: CleaningPlan | None = None
+                   ) -> CleaningPlan | Skipped:
+    """Plan one partition's cleaning round, or say why it has nothing to clean. ``resume``: the
+    pass before, of a round whose key map filled (the checkpoint is where it stopped): this
+    pass cleans whatever the dirty ratio or cleanable bytes, up to firstUncleanable, with the
+    round's batch facts (:class:`RoundFacts`)."""
     if len(state.segments) < 2:
         return Skipped(state.topic, state.partition,
                        "only the active segment, which is never cleaned")
@@ -301,20 +334,57 @@ def plan_partition(state: PartitionState, config: TopicConfig, *, cleaner_checkp
     first_dirty, first_unclean, clean, cleanable, reason, why_not = choose_range(
         state, config, cleaner_checkpoint=cleaner_checkpoint, last_stable_offset=lso,
         now_ms=now_ms, force=force)
+    if resume is not None and first_unclean > first_dirty:
+        reason = f"next pass from offset {first_dirty} (the key map filled)"
     if reason is None:
         return Skipped(state.topic, state.partition, why_not or "nothing to clean")
     plan = CleaningPlan(state, config, first_dirty, first_unclean, clean, cleanable, reason)
     groups = group_segments(segs, first_unclean, config.segment_bytes, config.segment_index_bytes)
     rewritten = [s for g in groups for s in g]
-    facts = transaction_facts(rewritten, active_producers(tracker, now_ms,
-                                                          config.producer_id_expiration_ms))
-    # retainLegacyDeletesAndTxnMarkers: newer than (last clean segment's mtime - delete.retention.ms)
-    clean_segs = [s for s in segs if s.base_offset < first_dirty and s is not segs[-1]]
-    legacy_horizon = (clean_segs[-1].mtime_ms - config.delete_retention_ms) if clean_segs else 0
+    if resume is not None and resume.facts is not None:
+        plan.facts = resume.facts
+    else:
+        facts = transaction_facts(rewritten, active_producers(tracker, now_ms,
+                                                              config.producer_id_expiration_ms))
+        # retainLegacyDeletesAndTxnMarkers: newer than (last clean segment's mtime -
+        # delete.retention.ms)
+        clean_segs = [s for s in segs if s.base_offset < first_dirty and s is not segs[-1]]
+        plan.facts = RoundFacts(
+            tuple(sorted(x for d, _ in facts.values() for x in d)),
+            tuple(sorted(x for _, p in facts.values() for x in p)),
+            (clean_segs[-1].mtime_ms - config.delete_retention_ms) if clean_segs else 0)
+    nexts = {s.base_offset: n.base_offset for s, n in zip(segs, segs[1:])}
     for n, g in enumerate(groups):
         sources = tuple(SourceSegment(s.base_offset, str(s.segment.log), s.segment.mtime,
-                                      s.mtime_ms > legacy_horizon, *facts[s.base_offset])
+                                      s.mtime_ms > plan.facts.legacy_horizon,
+                                      *plan.facts.of_segment(s.base_offset,
+                                                             nexts.get(s.base_offset, 2**63)))
                         for s in g)
         plan.groups.append(GroupTask(state.topic, state.partition, n, sources, first_dirty,
-                                     first_unclean, now_ms, config.delete_retention_ms))
+                                     first_unclean, now_ms, config.delete_retention_ms,
+                                     first_unclean))
     return plan
+
+
+def limit_plan(plan: CleaningPlan, end: int) -> CleaningPlan:
+    """``plan`` cut to the round ``[first dirty, end)`` that a full key map covered (§15.5:
+    ``groupSegmentsBySize(logSegments(0, endOffset), ..., firstUncleanableOffset)``): the
+    segments with base < ``end`` regrouped, records from ``end`` on kept as they are.
+
+    One departure from Kafka: the last batch of the pass's last segment is kept (empty if none
+    of its records survives), so the cleaned segments reach into the last old segment they
+    replace — else a crash in the swap could not tell that segment was replaced, and Kafka's
+    recovery (delete the old segments within the ``.swap`` files' offset range) would bring
+    its superseded records back. The next pass drops that empty batch again (it is no longer
+    last), so the result is the one-pass result."""
+    if end >= plan.first_uncleanable:
+        return plan
+    sources = {s.base_offset: s for g in plan.groups for s in g.sources}
+    upper = plan.first_uncleanable
+    groups = group_segments(list(plan.state.segments), end, plan.config.segment_bytes,
+                            plan.config.segment_index_bytes, upper_bound=upper)
+    template = plan.groups[0]
+    tasks = [replace(template, group=n, sources=tuple(sources[s.base_offset] for s in g),
+                     end_offset=end, keep_last_batch=n == len(groups) - 1)
+             for n, g in enumerate(groups)]
+    return replace(plan, end=end, groups=tasks)

@@ -1,8 +1,10 @@
-"""Compaction byte work (log-management layer): the key rows of a segment group and the rewrite of
-a group into one cleaned segment (KAFKA_FORMATS §15.4, §15.6, §15.7). Spark-free; the local
-path and the Spark tasks call the same two functions.
+"""Compaction byte work (log-management layer): key rows, the key map's pass over the dirty range
+and the rewrite of a group into one cleaned segment (KAFKA_FORMATS §15.4, §15.6, §15.7).
 
-Record rule for a record R at offset o in batch B of the rewrite range (end offset E)::
+Spark-free; the local path and the Spark tasks call the same functions.
+
+Record rule for a record R at offset o in batch B of the rewrite range (end offset E: where the
+key map stopped, firstUncleanable when every dirty key fitted)::
 
     B.can_discard and (B is data, or B's delete horizon <= now)   -> dropped with its batch
     B is a control batch                                         -> kept
@@ -15,8 +17,8 @@ Record rule for a record R at offset o in batch B of the rewrite range (end offs
 Batch outcome: every record kept, v2, no horizon to stamp -> the original bytes; some kept ->
 rebuilt (same base offset, lastOffsetDelta, producer fields, epoch, codec, timestamp type;
 horizon = now + delete.retention.ms when a kept tombstone or a discardable marker first needs
-one); none kept and (last batch of an active producer or of the round) -> the 61-byte empty
-batch; otherwise dropped. Legacy entries are always rebuilt as v2 (Kafka 4.x, KIP-724).
+one); none kept and (last batch of an active producer, or the batch ending at firstUncleanable)
+-> the 61-byte empty batch; otherwise dropped. Legacy entries are always rebuilt as v2 (Kafka 4.x, KIP-724).
 A rebuilt LOG_APPEND_TIME batch gets every record's timestamp as the append time, so its record
 deltas become 0: Kafka's cleaner does the same (DefaultRecord.readFrom reports the batch's
 maxTimestamp for each record of such a batch; MemoryRecords.buildRetainedRecordsInto rebuilds
@@ -46,6 +48,7 @@ from ..codec.scan import scan_entries
 from ..log import naming as N
 from ..log.atomic import disk_errors
 from ..log.storage import mapped_file, storage_for
+from .key_map import KeyMap
 from .plan import GroupTask, SourceSegment
 
 _DECODE = DecodeOptions(include_headers=True, include_metadata=True, include_control=True)
@@ -71,23 +74,60 @@ def _ms(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)
 
 
+def _segment_key_rows(task: GroupTask, src: SourceSegment, buf, lowest: int = -1) -> pa.Table:
+    """``(key, offset)`` of the keyed records of one segment that the key map considers: data
+    batches not discarded (aborted), offsets in ``[lowest, task.upper_bound)``."""
+    t = decode_to_table(buf, topic=task.topic, partition=task.partition, options=_KEYS,
+                        file=src.log)
+    offsets = t.column("offset").to_numpy()
+    keep = np.asarray(pc.is_valid(t.column("key")).to_numpy(zero_copy_only=False), bool)
+    keep &= (offsets < task.upper_bound) & (offsets >= lowest)
+    if src.can_discard:
+        keep &= ~np.isin(t.column("batchLastOffset").to_numpy(),
+                         np.fromiter(src.can_discard, np.int64))
+    return t.select(["key", "offset"]).filter(pa.array(keep))
+
+
 def key_rows(task: GroupTask) -> pa.Table:
     """``(key, offset)`` of every keyed record the key map considers in the group's segments:
-    data batches not discarded (aborted), offsets below the round's end offset."""
+    data batches not discarded (aborted), offsets below the round's upper bound."""
     parts = []
     for src in task.sources:
         with mapped_file(src.log) as buf:
-            t = decode_to_table(buf, topic=task.topic, partition=task.partition, options=_KEYS,
-                                file=src.log)
-        last = t.column("batchLastOffset").to_numpy()
-        keep = np.asarray(pc.is_valid(t.column("key")).to_numpy(zero_copy_only=False), bool)
-        keep &= t.column("offset").to_numpy() < task.end_offset
-        if src.can_discard:
-            keep &= ~np.isin(last, np.fromiter(src.can_discard, np.int64))
-        parts.append(t.select(["key", "offset"]).filter(pa.array(keep)))
+            parts.append(_segment_key_rows(task, src, buf))
     if not parts:
         return pa.table({"key": pa.array([], pa.binary()), "offset": pa.array([], pa.int64())})
     return pa.concat_tables(parts)
+
+
+def map_keys(tasks: list[GroupTask], key_map: KeyMap) -> int:
+    """Kafka's pass 1 (``buildOffsetMap``, KAFKA_FORMATS §15.4): put the digest and offset of
+    every keyed record of the dirty range ``[first dirty, upper bound)`` of a partition's tasks
+    into ``key_map``, in offset order, until it is full. Returns the round's end offset
+    (``latestOffset + 1``): the upper bound when every key fitted, else where the map stopped
+    (:mod:`kafkalog_spark.compaction.key_map`)."""
+    sources = [(t, s) for t in tasks for s in t.sources]
+    first_dirty, upper = tasks[0].first_dirty, tasks[0].upper_bound
+    latest = -1
+    for i, (task, src) in enumerate(sources):
+        next_base = sources[i + 1][1].base_offset if i + 1 < len(sources) else upper
+        if next_base <= first_dirty:
+            continue  # a clean segment
+        with mapped_file(src.log) as buf:
+            rows = _segment_key_rows(task, src, buf, lowest=first_dirty)
+            offsets = rows.column("offset").to_numpy()
+            hi, lo = key_digests(rows.column("key"))
+            put = key_map.put(hi, lo, offsets)
+            if put < len(offsets):  # full: the last put record, or the last batch read whole
+                lasts = scan_entries(buf).last_offset
+                b = int(np.searchsorted(lasts, offsets[put]))
+                if b > 0 and lasts[b - 1] >= first_dirty:
+                    latest = max(latest, int(lasts[b - 1]))
+                if put:
+                    latest = max(latest, int(offsets[put - 1]))
+                return latest + 1
+        latest = next_base - 1
+    return latest + 1
 
 
 KEY_COLUMNS = ["key"]  # exact keys: the full key bytes
@@ -165,7 +205,16 @@ def _spec(t, i: int, *, base: int, horizon: int | None, last_delta: int | None,
         max_timestamp=max_ts if empty else None)
 
 
-def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray,
+def _latest(retained: np.ndarray | KeyMap, rows: pa.Table, offsets: np.ndarray) -> np.ndarray:
+    """Which records are the latest of their key: listed in the sorted ``retained`` offsets,
+    or (a key map) at or past the offset the map holds for their key (-1 when absent)."""
+    if isinstance(retained, KeyMap):
+        hi, lo = key_digests(rows.column("key"))
+        return offsets >= retained.get(hi, lo)
+    return _members(offsets, retained)
+
+
+def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray | KeyMap,
                      out: BinaryIO, stats: dict[str, int]) -> None:
     now, end = task.now_ms, task.end_offset
     with mapped_file(src.log) as buf:
@@ -188,7 +237,7 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray,
         control_entry = t.is_control()
         drop_batch = discard & (~control_entry | (horizon_flag & (horizon <= now)))
         # record rule (module docstring)
-        latest = _members(offsets, retained)
+        latest = _latest(retained, rows, offsets)
         keep_tomb = np.where(t.magic[entry_of_row] == 2, now < horizon[entry_of_row],
                              src.retain_legacy_deletes)
         keep = is_control | (offsets >= end) | (has_key & latest & (~tombstone | keep_tomb))
@@ -204,7 +253,9 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray,
             pos, size = int(t.position[i]), int(t.entry_size[i])
             magic = int(t.magic[i])
             retain_empty = ((magic == 2 and int(t.producer_id[i]) >= 0 and last in src.last_of_producer)
-                            or last + 1 == end)
+                            or last + 1 == task.upper_bound
+                            or (task.keep_last_batch and i == n_entries - 1
+                                and src is task.sources[-1]))
             if drop_batch[i] and not retain_empty:
                 continue
             kept = int(kept_per_entry[i])
@@ -244,7 +295,7 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray,
             stats["records_kept"] += kept
 
 
-def rewrite_group(task: GroupTask, retained: np.ndarray, sink: BinaryIO | None = None
+def rewrite_group(task: GroupTask, retained: np.ndarray | KeyMap, sink: BinaryIO | None = None
                   ) -> GroupOutput:
     """Rewrite one group of segments into one cleaned segment.
 
@@ -252,9 +303,10 @@ def rewrite_group(task: GroupTask, retained: np.ndarray, sink: BinaryIO | None =
     ----------
     task : GroupTask
         From :func:`kafkalog_spark.compaction.plan.plan_partition`.
-    retained : numpy int64 array
-        Sorted offsets of the group's keyed records that are the latest for their key
-        (:func:`retained_offsets_local` or the Spark shuffle).
+    retained : numpy int64 array or KeyMap
+        Offsets of the group's keyed records that are the latest for their key
+        (:func:`retained_offsets_local` or the Spark shuffle), or the partition's key map
+        (:func:`map_keys`: a record is the latest of its key at or past the map's offset).
     sink : binary file, optional
         Where the cleaned bytes go, batch by batch (a Spark task streams them into the
         ``.cleaned`` file, so its memory does not grow with the group); default: memory.
@@ -270,7 +322,8 @@ def rewrite_group(task: GroupTask, retained: np.ndarray, sink: BinaryIO | None =
                            "batches_rebuilt", "batches_emptied"), 0)
     out = io.BytesIO() if sink is None else sink
     start = out.tell()
-    retained = np.sort(np.asarray(retained, np.int64))
+    if not isinstance(retained, KeyMap):
+        retained = np.sort(np.asarray(retained, np.int64))
     for src in task.sources:
         _rewrite_segment(task, src, retained, out, stats)
     stats["bytes_written"] = out.tell() - start
@@ -287,7 +340,7 @@ def cleaned_path(pdir: str | os.PathLike[str], base_offset: int) -> Path:
     return Path(pdir) / f"{N.segment_file_name(base_offset, N.LOG)}.{N.CLEANED}"
 
 
-def write_cleaned(task: GroupTask, retained: np.ndarray, pdir: str | os.PathLike[str], *,
+def write_cleaned(task: GroupTask, retained: np.ndarray | KeyMap, pdir: str | os.PathLike[str], *,
                   path: str | os.PathLike[str] | None = None) -> GroupOutput:
     """Rewrite one group straight into its ``.cleaned`` file (fsynced), so memory holds a
     batch at a time, not the segment — or into ``path`` (a Spark task attempt's own file,

@@ -26,7 +26,7 @@ import os
 import shutil
 import struct
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -276,14 +276,20 @@ class LocalStorage:
         if not durable:
             shutil.copyfile(src, dst)
             return
-        with open(src, "rb") as f:
-            g = open(dst, "wb")
-            try:
-                shutil.copyfileobj(f, g, _COPY_CHUNK)
-            except BaseException:
-                g.close()
-                raise
-            self.close_durably(g)
+        self.concat([src], dst)
+
+    def concat(self, sources: Sequence[PathLike], dst: PathLike) -> None:
+        """Write the bytes of ``sources``, one after the other, into a new or truncated ``dst``
+        and fsync it."""
+        g = open(dst, "wb")
+        try:
+            for src in sources:
+                with open(src, "rb") as f:
+                    shutil.copyfileobj(f, g, _COPY_CHUNK)
+        except BaseException:
+            g.close()
+            raise
+        self.close_durably(g)
 
     def set_mtime(self, path: PathLike, mtime: float) -> None:
         os.utime(path, (mtime, mtime))
