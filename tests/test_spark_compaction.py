@@ -15,8 +15,9 @@ from kafkalog_spark.log import naming as N
 from kafkalog_spark.log.atomic import write_checkpoint_file
 from kafkalog_spark.log.staging import STAGING_INFIX
 
-from test_compaction import (D, Crash, T, batches, build_partition, crash_at, rec, rows,
-                             txn_log, worked_example)
+from test_compaction import (REAL, D, Crash, T, _find, batches, build_partition, crash_at,
+                             prepare_real, rec, rows, txn_log, worked_example)
+from test_compaction_passes import same_log
 
 pytestmark = pytest.mark.spark
 
@@ -130,3 +131,42 @@ def test_error_before_the_swap_removes_what_tasks_wrote(spark, tmp_path):
     assert leftovers(log_dir) == []
     (tmp_path / "moved.log").rename(moved[0])
     assert rows(log_dir) == before and verify(log_dir).ok
+
+
+def spark_variants(spark, tmp_path: Path, build) -> dict[str, Path]:
+    """The same log compacted by the local engine and by the Spark engine with key digests and
+    with exact keys (and the local engine with exact keys)."""
+    out = {}
+    for name, kw in (("local", {}), ("local-exact", {"exact_keys": True}),
+                     ("spark", {"engine": "spark", "spark": spark}),
+                     ("spark-exact", {"engine": "spark", "spark": spark, "exact_keys": True})):
+        log_dir = tmp_path / name
+        build(log_dir)
+        compact(log_dir, now_ms=T, execute=True, force=True,
+                options={"cleanup.policy": "compact", "segment.bytes": 1500}, **kw)
+        assert leftovers(log_dir) == []
+        out[name] = log_dir
+    return out
+
+
+def test_digests_and_exact_keys_agree_on_generated_topics(spark, tmp_path):
+    def build(log_dir: Path) -> None:
+        build_partition(log_dir, txn_log(), topic="a")
+        segs = [[rec(i, b"k%d" % (i * 5 % 17), None if i % 11 == 0 else b"v%d" % i)
+                 for i in range(j, j + 10)] for j in range(0, 60, 10)] + [[]]
+        build_partition(log_dir, segs, topic="b", partition=3)
+
+    runs = spark_variants(spark, tmp_path, build)
+    for name, log_dir in runs.items():
+        same_log(runs["local"], log_dir)
+
+
+@pytest.mark.fixtures
+@pytest.mark.parametrize("repo,name", REAL)
+def test_digests_and_exact_keys_agree_on_real_fixtures(spark, shared_fixtures, tmp_path, repo,
+                                                       name):
+    src = _find(shared_fixtures, repo, name)
+    runs = spark_variants(spark, tmp_path, lambda log_dir: prepare_real(src, log_dir, name))
+    for log_dir in runs.values():
+        same_log(runs["local"], log_dir)
+        assert verify(log_dir, deep=True).ok
