@@ -18,6 +18,7 @@ def test_warm_up_runs_every_step_and_cleans_up(tmp_path: Path) -> None:
              if line.startswith("  ")]
     assert steps == ["write_log none", "write_log gzip", "write_log snappy", "write_log lz4",
                      "write_log zstd", "read_log", "info", "verify --deep", "dump",
-                     "dump jsonl", "rebuild-index", "recover", "retain", "compact"]
+                     "dump jsonl", "rebuild-index", "recover", "retain", "compact",
+                     "compact --execute", "Spark compaction's key combining"]
     assert out.stderr.splitlines()[-1].startswith("numba kernels compiled and cached in")
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("kafkalog-warmup-")]
