@@ -12,8 +12,9 @@ Planning, per partition, in Kafka's order — each pass deletes a prefix of what
 
 A pure ``compact`` policy runs only the first pass. Execution, under the log dir's ``.lock``::
 
-    1  log-start-offset-checkpoint := first surviving segment's base (atomic write) — so a crash
-       after this point never re-exposes data that is about to go
+    1  log-start-offset-checkpoint := first surviving segment's base, for every partition of
+       the log dir in one atomic write — so a crash after this point never re-exposes data
+       that is about to go
     2  leader-epoch-checkpoint truncated from the start (``truncateFromStart``)
     3  rename every file of each deleted segment (``.log`` last) and its producer snapshot to
        ``<name>.deleted``
@@ -226,18 +227,31 @@ def remove_expired_deleted_files(pdir: Path, now_ms: int, delay_ms: int,
     return removed
 
 
-def execute_partition(plan: PartitionRetention, *, delete_delay_ms: int = 0,
+def advance_log_start(log_dir: Path, plans: Sequence[PartitionRetention],
                       step: Step | None = None) -> None:
-    """Carry out one partition's plan (module docstring, steps 1-4); the caller holds the lock."""
-    if not plan.deletions:
-        return
-    tp = (plan.topic, plan.partition)
-    path = plan.log_dir / N.LOG_START_OFFSET_CHECKPOINT
+    """Step 1 for every partition of one log dir at once: one atomic write of its
+    ``log-start-offset-checkpoint`` with each planned partition's new log start (written before
+    any segment of the dir goes, so the order per partition is Kafka's; one write per log dir,
+    not per partition: rewriting a file of every partition once per partition is quadratic)."""
+    path = log_dir / N.LOG_START_OFFSET_CHECKPOINT
     offsets = read_checkpoint_file(path, C.parse_offset_checkpoint)
-    if offsets.get(tp, -1) < plan.new_log_start_offset:
-        offsets[tp] = plan.new_log_start_offset
+    changed = False
+    for plan in plans:
+        tp = (plan.topic, plan.partition)
+        if plan.deletions and offsets.get(tp, -1) < plan.new_log_start_offset:
+            offsets[tp] = plan.new_log_start_offset
+            changed = True
+    if changed:
         _say(step, f"write {N.LOG_START_OFFSET_CHECKPOINT}")
         write_checkpoint_file(path, C.format_offset_checkpoint(offsets))
+
+
+def execute_partition(plan: PartitionRetention, *, delete_delay_ms: int = 0,
+                      step: Step | None = None) -> None:
+    """Carry out one partition's plan, steps 2-4 (module docstring): step 1 for its log dir
+    (:func:`advance_log_start`) must have been done; the caller holds the lock."""
+    if not plan.deletions:
+        return
     epochs_path = plan.path / N.LEADER_EPOCH_CHECKPOINT
     fs = storage_for(plan.path)
     if fs.exists(epochs_path):
@@ -330,7 +344,9 @@ def retain(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
         return result
     for d in sorted({storage_for(x).resolve(x) for x in dirs}):
         with hold_lock(d):
-            for plan in (p for p in plans if p.log_dir == d):
+            mine = [p for p in plans if p.log_dir == d]
+            advance_log_start(d, mine, step)
+            for plan in mine:
                 execute_partition(plan, delete_delay_ms=delete_delay_ms, step=step)
                 if delete_delay_ms:
                     result.removed_deleted_files += remove_expired_deleted_files(
