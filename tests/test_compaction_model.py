@@ -66,6 +66,18 @@ def generate(ops) -> tuple[list[bytes], list[tuple[int, bytes | None, bytes | No
     return batches, model
 
 
+def cut_segments(batches: list[bytes], cuts: list[int]) -> list[list[bytes]]:
+    """``batches`` cut into segments of ``cuts`` batches each (the rest in one more)."""
+    segments, i = [], 0
+    for c in cuts:
+        if i < len(batches):
+            segments.append(batches[i:i + c])
+            i += c
+    if i < len(batches):
+        segments.append(batches[i:])
+    return segments
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ops=st.lists(op, min_size=1, max_size=30), cuts=st.lists(st.integers(1, 6), min_size=1,
                                                                   max_size=8),
@@ -74,13 +86,7 @@ def test_one_round_equals_the_model(ops, cuts, late):
     """``late``: the round runs two days after the records, when every producer has expired
     (producer.id.expiration.ms): their last batches are no longer kept, records are the same."""
     batches, model = generate(ops)
-    segments, i = [], 0
-    for c in cuts:
-        if i < len(batches):
-            segments.append(batches[i:i + c])
-            i += c
-    if i < len(batches):
-        segments.append(batches[i:])
+    segments = cut_segments(batches, cuts)
     tmp = Path(tempfile.mkdtemp())
     try:
         log_dir = tmp / "logs"

@@ -27,7 +27,7 @@ from kafkalog_spark.log.discovery import discover
 
 import pyarrow as pa
 from test_compaction import REAL, T, _find, build_partition, rec, rows, txn_log
-from test_compaction_model import generate, op
+from test_compaction_model import cut_segments, generate, op
 
 OPTS = {"cleanup.policy": "compact", "segment.bytes": 700}
 
@@ -194,13 +194,7 @@ def test_model_logs_several_passes_and_exact_keys(ops, cuts, keys):
     import tempfile
 
     batches, _ = generate(ops)
-    segments, i = [], 0
-    for c in cuts:
-        if i < len(batches):
-            segments.append(batches[i:i + c])
-            i += c
-    if i < len(batches):
-        segments.append(batches[i:])
+    segments = cut_segments(batches, cuts)
     tmp = Path(tempfile.mkdtemp())
     try:
         opts = {"segment.bytes": 400}
