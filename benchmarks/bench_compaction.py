@@ -16,10 +16,10 @@ key pass ("shuffle") and rewrite seconds of the best run, and each variant's spe
 to the local engine's (same data, same process, alternating).
 
 Memory (``--memory``): the local engine compacts logs of N/8, N/4, N/2 and N records (keys
-10% unique, so distinct keys grow with the data) in a fresh child process each, with the key map
-bounded to ``--dedupe-mib`` MiB (default 16) and, for contrast, with exact keys (one in-memory
-aggregation, no bound); prints each child's peak RSS (``VmHWM``) before and during the
-compaction (making the log is the "before") and the passes taken.
+10% unique, so distinct keys grow with the data), each run in a fresh child process on a fresh
+copy, with the key map bounded to ``--dedupe-mib`` MiB (default 16), with the default 128 MiB,
+and, for contrast, with exact keys (one in-memory aggregation, no bound); prints each child's
+peak RSS (``VmHWM``) before (after imports) and after the compaction, and the passes taken.
 
 Then retention is planned over a log dir of ``--segments`` small segments. Prints markdown
 tables headed by machine, date and command. Timings are printed, never asserted.
@@ -138,38 +138,43 @@ def _status_kib(field: str) -> int:
 
 
 def child_rss(args) -> None:
-    """``--child``: make a log of ``--records``, compact it, print peak RSS and passes."""
-    with tempfile.TemporaryDirectory() as tmp:
-        log_dir = make_log(Path(tmp), args.records)
-        size = log_bytes(log_dir)
-        before = _status_kib("VmHWM")
-        t0 = time.perf_counter()
-        r = compact(log_dir, execute=True, force=True, options=OPTIONS,
-                    exact_keys=args.exact, dedupe_buffer_bytes=args.dedupe_mib << 20)
-        wall = time.perf_counter() - t0
-        peak = _status_kib("VmHWM")
-        print("RESULT " + json.dumps({"bytes": size, "peak_kib": peak, "before_kib": before,
-                                      "passes": r.metrics["passes"], "wall": wall,
-                                      "kept": r.metrics["records_kept"]}))
+    """``--child LOG_DIR``: compact it (a fresh copy), print peak RSS before and after, passes."""
+    log_dir = Path(args.child)
+    size = log_bytes(log_dir)
+    before = _status_kib("VmHWM")
+    t0 = time.perf_counter()
+    r = compact(log_dir, execute=True, force=True, options=OPTIONS, exact_keys=args.exact,
+                dedupe_buffer_bytes=args.dedupe_mib << 20)
+    wall = time.perf_counter() - t0
+    peak = _status_kib("VmHWM")
+    print("RESULT " + json.dumps({"bytes": size, "peak_kib": peak, "before_kib": before,
+                                  "passes": r.metrics["passes"], "wall": wall,
+                                  "kept": r.metrics["records_kept"]}))
 
 
-def memory(args) -> list[str]:
-    lines = [f"local engine, peak RSS of a fresh process that makes the log and compacts it "
-             f"(making it alone: the 'before' column); key map bound {args.dedupe_mib} MiB\n",
-             "| records | log MB | distinct keys | keys | passes | RSS before MiB | peak RSS MiB "
-             "| growth MiB | s |",
-             "|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+def memory(args, root: Path) -> list[str]:
+    lines = [f"local engine, each compaction in a fresh process on a fresh copy of the log (made "
+             f"by the parent); RSS = VmHWM after imports (before) and after the compaction\n",
+             "| records | log MB | distinct keys | keys | map bound MiB | passes | RSS before MiB "
+             "| peak RSS MiB | growth MiB | s |",
+             "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for k in (8, 4, 2, 1):
         n = args.records // k
-        for exact in (False, True):
-            cmd = [sys.executable, __file__, "--child", "--records", str(n),
-                   "--dedupe-mib", str(args.dedupe_mib)] + (["--exact"] if exact else [])
-            out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+        src = make_log(root / f"src-{n}", n)
+        for exact, mib in ((False, args.dedupe_mib), (False, 128), (True, args.dedupe_mib)):
+            copy = root / "copy"
+            shutil.rmtree(copy, ignore_errors=True)
+            shutil.copytree(src, copy)
+            cmd = [sys.executable, __file__, "--child", str(copy), "--dedupe-mib", str(mib)]
+            out = subprocess.run(cmd + (["--exact"] if exact else []), capture_output=True,
+                                 text=True, check=True).stdout
             r = json.loads([x for x in out.splitlines() if x.startswith("RESULT ")][-1][7:])
             lines.append(f"| {n:,} | {r['bytes'] / 1e6:.0f} | {n // 10:,} | "
-                         f"{'exact (unbounded)' if exact else 'digest map'} | {r['passes']} | "
+                         f"{'exact (no bound)' if exact else 'digest map'} | "
+                         f"{'-' if exact else mib} | {r['passes']} | "
                          f"{r['before_kib'] / 1024:.0f} | {r['peak_kib'] / 1024:.0f} | "
                          f"{(r['peak_kib'] - r['before_kib']) / 1024:.0f} | {r['wall']:.1f} |")
+        shutil.rmtree(src.parent)
     return lines
 
 
@@ -182,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--memory", action="store_true", help="key-map memory as data grows")
     p.add_argument("--dedupe-mib", type=int, default=16)
     p.add_argument("--segments", type=int, default=10_000)
-    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--exact", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -190,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        lines = memory(args) if args.memory else throughput(args, root)
+        lines = memory(args, root) if args.memory else throughput(args, root)
         many = make_segments(root, args.segments)
         t0 = time.perf_counter()
         (plan,) = plan_retention(many, now_ms=2**62, options={"retention.ms": 1})
