@@ -9,7 +9,8 @@ loading and the page cache are out of the figure), on:
 * ``scan``: ``format("kafkalog")`` over an lz4 log dir, ``sum(length(key)), sum(length(value)),
   count(*)`` — decompression and decoding on the executors (CPU-bound);
 * ``write``: a cached DataFrame of the same records written with ``format("kafkalog")``, lz4;
-* ``compact``: ``compact(engine="spark", force=True)`` of a copy of a compacted topic.
+* ``compact``: ``compact(engine="spark", force=True)`` of a copy of a compacted topic (8
+  partitions of 4 MiB segments, 20,000 keys; every partition must be cleaned).
 
 One worker is the cluster with ``spark.cores.max=1`` (one executor of one core), two workers
 ``spark.cores.max=2`` (two executors, one core each). A Spark "core" is a task slot, not a CPU:
@@ -73,8 +74,11 @@ DRIVER = textwrap.dedent(r'''
 
         copy = scratch / f"compact-{i}"
         shutil.copytree(data + "/compacted", copy)  # not timed
-        return lambda: run([str(copy)], execute=True, force=True, engine="spark", spark=spark,
-                           options={"cleanup.policy": "compact"})
+        def go():
+            r = run([str(copy)], execute=True, force=True, engine="spark", spark=spark,
+                    options={"cleanup.policy": "compact"})
+            assert r.metrics["partitions_cleaned"] == 8, r.to_dict()  # never time a no-op
+        return go
 
     prepare = {"scan": lambda i: scan, "write": write, "compact": compact}[op]
     prepare(0)()  # warm-up: executors started, numba loaded, files cached
@@ -100,8 +104,9 @@ def make_data(root: Path, records: int) -> None:
     kl.write_log(table, root / "lz4", topic="bench", codec="lz4", segment_bytes=64 << 20)
     keys = pa.array([b"key-%06d" % (i % 20_000) for i in range(records)])
     compacted = table.set_column(0, "key", keys)
+    # several segments per partition: the active one is never cleaned
     kl.write_log(compacted, root / "compacted", topic="changelog", codec="lz4",
-                 segment_bytes=32 << 20, max_batch_records=500)
+                 segment_bytes=4 << 20, max_batch_records=500)
 
 
 def run(master: str, op: str, data: Path, scratch: Path, repeat: int,
