@@ -228,3 +228,18 @@ def test_real_fixtures_digests_exact_keys_and_passes(shared_fixtures, tmp_path, 
     same_log(tmp_path / "digest", tmp_path / "exact")
     same_log(tmp_path / "digest", tmp_path / "passes")
     assert runs["passes"].metrics["passes"] >= runs["digest"].metrics["passes"]
+
+
+def test_segments_are_read_in_windows(tmp_path, monkeypatch) -> None:
+    """The key pass and the rewrite decode a segment a window of batches at a time (memory
+    does not grow with segment size): windows of a few batches give the same bytes."""
+    import kafkalog_spark.compaction.rewrite as R
+
+    one, many, _ = one_and_several_passes(tmp_path, partition_log(), keys=4)
+    monkeypatch.setattr(R, "WINDOW_BYTES", 150)  # one to three batches per window
+    small = tmp_path / "small"
+    build_partition(small, partition_log())
+    compact(small, now_ms=T, execute=True, force=True, options=OPTS,
+            dedupe_buffer_bytes=memory_for(4))
+    same_log(one, small)
+    same_log(many, small)

@@ -74,18 +74,36 @@ def _ms(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)
 
 
-def _segment_key_rows(task: GroupTask, src: SourceSegment, buf, lowest: int = -1) -> pa.Table:
+WINDOW_BYTES = 32 << 20  # batch bytes decoded at once: memory does not grow with segment size
+
+
+def _windows(t) -> Iterator[tuple[int, int, int, int]]:
+    """Consecutive entry ranges ``[i0, i1)`` of a segment's scan ``t`` holding at most
+    :data:`WINDOW_BYTES` (at least one entry each), with their byte range ``[start, end)``."""
+    limit = WINDOW_BYTES
+    ends = t.position + t.entry_size
+    i, n = 0, len(t)
+    while i < n:
+        j = max(i + 1, int(np.searchsorted(ends, int(t.position[i]) + limit, side="right")))
+        yield i, j, int(t.position[i]), int(ends[j - 1])
+        i = j
+
+
+def _segment_key_rows(task: GroupTask, src: SourceSegment, buf, lowest: int = -1
+                      ) -> Iterator[pa.Table]:
     """``(key, offset)`` of the keyed records of one segment that the key map considers: data
-    batches not discarded (aborted), offsets in ``[lowest, task.upper_bound)``."""
-    t = decode_to_table(buf, topic=task.topic, partition=task.partition, options=_KEYS,
-                        file=src.log)
-    offsets = t.column("offset").to_numpy()
-    keep = np.asarray(pc.is_valid(t.column("key")).to_numpy(zero_copy_only=False), bool)
-    keep &= (offsets < task.upper_bound) & (offsets >= lowest)
-    if src.can_discard:
-        keep &= ~np.isin(t.column("batchLastOffset").to_numpy(),
-                         np.fromiter(src.can_discard, np.int64))
-    return t.select(["key", "offset"]).filter(pa.array(keep))
+    batches not discarded (aborted), offsets in ``[lowest, task.upper_bound)`` — window by
+    window (:func:`_windows`)."""
+    discard = np.fromiter(src.can_discard, np.int64) if src.can_discard else None
+    for _, _, start, end in _windows(scan_entries(buf)):
+        t = decode_to_table(buf, topic=task.topic, partition=task.partition, options=_KEYS,
+                            start=start, end=end, file=src.log)
+        offsets = t.column("offset").to_numpy()
+        keep = np.asarray(pc.is_valid(t.column("key")).to_numpy(zero_copy_only=False), bool)
+        keep &= (offsets < task.upper_bound) & (offsets >= lowest)
+        if discard is not None:
+            keep &= ~np.isin(t.column("batchLastOffset").to_numpy(), discard)
+        yield t.select(["key", "offset"]).filter(pa.array(keep))
 
 
 def key_rows(task: GroupTask) -> pa.Table:
@@ -94,7 +112,7 @@ def key_rows(task: GroupTask) -> pa.Table:
     parts = []
     for src in task.sources:
         with mapped_file(src.log) as buf:
-            parts.append(_segment_key_rows(task, src, buf))
+            parts += _segment_key_rows(task, src, buf)
     if not parts:
         return pa.table({"key": pa.array([], pa.binary()), "offset": pa.array([], pa.int64())})
     return pa.concat_tables(parts)
@@ -114,18 +132,18 @@ def map_keys(tasks: list[GroupTask], key_map: KeyMap) -> int:
         if next_base <= first_dirty:
             continue  # a clean segment
         with mapped_file(src.log) as buf:
-            rows = _segment_key_rows(task, src, buf, lowest=first_dirty)
-            offsets = rows.column("offset").to_numpy()
-            hi, lo = key_digests(rows.column("key"))
-            put = key_map.put(hi, lo, offsets)
-            if put < len(offsets):  # full: the last put record, or the last batch read whole
-                lasts = scan_entries(buf).last_offset
-                b = int(np.searchsorted(lasts, offsets[put]))
-                if b > 0 and lasts[b - 1] >= first_dirty:
-                    latest = max(latest, int(lasts[b - 1]))
-                if put:
-                    latest = max(latest, int(offsets[put - 1]))
-                return latest + 1
+            for rows in _segment_key_rows(task, src, buf, lowest=first_dirty):
+                offsets = rows.column("offset").to_numpy()
+                hi, lo = key_digests(rows.column("key"))
+                put = key_map.put(hi, lo, offsets)
+                if put < len(offsets):  # full: the last put record, or the last batch read
+                    lasts = scan_entries(buf).last_offset
+                    b = int(np.searchsorted(lasts, offsets[put]))
+                    if b > 0 and lasts[b - 1] >= first_dirty:
+                        latest = max(latest, int(lasts[b - 1]))
+                    if put:
+                        latest = max(latest, int(offsets[put - 1]))
+                    return latest + 1
         latest = next_base - 1
     return latest + 1
 
@@ -219,80 +237,87 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray |
     now, end = task.now_ms, task.end_offset
     with mapped_file(src.log) as buf:
         t = scan_entries(buf)
-        rows = decode_to_table(buf, topic=task.topic, partition=task.partition, options=_DECODE,
-                               file=src.log)
         stats["bytes_read"] += int(t.stop_position)
-        stats["records_read"] += rows.num_rows
         n_entries = len(t)
         lasts = t.last_offset
-        entry_of_row = np.searchsorted(lasts, rows.column("batchLastOffset").to_numpy())
-        offsets = rows.column("offset").to_numpy()
-        has_key = np.asarray(pc.is_valid(rows.column("key")).to_numpy(zero_copy_only=False), bool)
-        tombstone = np.asarray(pc.is_null(rows.column("value")).to_numpy(zero_copy_only=False), bool)
-        is_control = rows.column("isControl").to_numpy(zero_copy_only=False)
         horizon_flag = t.has_delete_horizon()
         horizon = np.where(horizon_flag, t.base_timestamp, np.iinfo(np.int64).max)
         discard = np.isin(lasts, np.fromiter(src.can_discard, np.int64)) if src.can_discard \
             else np.zeros(n_entries, bool)
         control_entry = t.is_control()
         drop_batch = discard & (~control_entry | (horizon_flag & (horizon <= now)))
-        # record rule (module docstring)
-        latest = _latest(retained, rows, offsets)
-        keep_tomb = np.where(t.magic[entry_of_row] == 2, now < horizon[entry_of_row],
-                             src.retain_legacy_deletes)
-        keep = is_control | (offsets >= end) | (has_key & latest & (~tombstone | keep_tomb))
-        keep &= ~drop_batch[entry_of_row]
-        per_entry = np.bincount(entry_of_row, minlength=n_entries)
-        kept_per_entry = np.bincount(entry_of_row, weights=keep, minlength=n_entries).astype(np.int64)
-        kept_tomb = np.bincount(entry_of_row, weights=keep & tombstone & ~is_control,
-                                minlength=n_entries) > 0
-        row_start = np.concatenate([[0], np.cumsum(per_entry)])
-        ts_ms = cols = None
-        for i in range(n_entries):
-            last = int(lasts[i])
-            pos, size = int(t.position[i]), int(t.entry_size[i])
-            magic = int(t.magic[i])
-            retain_empty = ((magic == 2 and int(t.producer_id[i]) >= 0 and last in src.last_of_producer)
-                            or last + 1 == task.upper_bound
-                            or (task.keep_last_batch and i == n_entries - 1
-                                and src is task.sources[-1]))
-            if drop_batch[i] and not retain_empty:
-                continue
-            kept = int(kept_per_entry[i])
-            need_horizon = ((kept_tomb[i] or (discard[i] and control_entry[i]))
-                            and not horizon_flag[i])
-            if kept and kept == per_entry[i] and magic == 2 and not need_horizon:
-                out.write(buf[pos:pos + size])
-                stats["batches_copied"] += 1
-            elif kept:
-                if ts_ms is None:
-                    # one contiguous array per column: take() on the decoder's chunked columns
-                    # costs time in the segment's size, per batch
-                    ts_ms = _ms(rows.column("timestamp"))
-                    cols = {c: rows.column(c).combine_chunks() for c in ("key", "value", "headers")}
-                lo, hi = int(row_start[i]), int(row_start[i + 1])
-                idx = lo + np.flatnonzero(keep[lo:hi])
-                base = int(t.offset[i]) if magic == 2 else int(offsets[idx[0]])
-                h = (now + task.delete_retention_ms) if need_horizon else (
-                    int(horizon[i]) if horizon_flag[i] else None)
-                spec = _spec(t, i, base=base, horizon=h,
-                             last_delta=int(t.last_offset_delta[i]) if magic == 2 else None,
-                             empty=False)
-                headers = cols["headers"].take(idx)
-                if magic < 2:
-                    headers = pa.array([[] for _ in range(len(idx))], headers.type)
-                out.write(encode_batch(cols["key"].take(idx), cols["value"].take(idx),
-                                       ts_ms[idx], spec=spec, offset_deltas=offsets[idx] - base,
-                                       headers=headers))
-                stats["batches_rebuilt"] += 1
-            elif retain_empty and magic == 2:
-                out.write(encode_batch([], [], [], spec=_spec(
-                    t, i, base=int(t.offset[i]), horizon=None,
-                    last_delta=int(t.last_offset_delta[i]), empty=True)))
-                stats["batches_emptied"] += 1
-            else:
-                continue
-            stats["records_kept"] += kept
+        for i0, i1, start, stop in _windows(t):
+            rows = decode_to_table(buf, topic=task.topic, partition=task.partition,
+                                   options=_DECODE, start=start, end=stop, file=src.log)
+            stats["records_read"] += rows.num_rows
+            entry_of_row = np.searchsorted(lasts, rows.column("batchLastOffset").to_numpy())
+            offsets = rows.column("offset").to_numpy()
+            has_key = np.asarray(pc.is_valid(rows.column("key")).to_numpy(zero_copy_only=False),
+                                 bool)
+            tombstone = np.asarray(pc.is_null(rows.column("value"))
+                                   .to_numpy(zero_copy_only=False), bool)
+            is_control = rows.column("isControl").to_numpy(zero_copy_only=False)
+            # record rule (module docstring)
+            latest = _latest(retained, rows, offsets)
+            keep_tomb = np.where(t.magic[entry_of_row] == 2, now < horizon[entry_of_row],
+                                 src.retain_legacy_deletes)
+            keep = is_control | (offsets >= end) | (has_key & latest & (~tombstone | keep_tomb))
+            keep &= ~drop_batch[entry_of_row]
+            local, m = entry_of_row - i0, i1 - i0
+            per_entry = np.bincount(local, minlength=m)
+            kept_per_entry = np.bincount(local, weights=keep, minlength=m).astype(np.int64)
+            kept_tomb = np.bincount(local, weights=keep & tombstone & ~is_control,
+                                    minlength=m) > 0
+            row_start = np.concatenate([[0], np.cumsum(per_entry)])
+            ts_ms = cols = None
+            for i in range(i0, i1):
+                k = i - i0
+                last = int(lasts[i])
+                pos, size = int(t.position[i]), int(t.entry_size[i])
+                magic = int(t.magic[i])
+                retain_empty = ((magic == 2 and int(t.producer_id[i]) >= 0
+                                 and last in src.last_of_producer)
+                                or last + 1 == task.upper_bound
+                                or (task.keep_last_batch and i == n_entries - 1
+                                    and src is task.sources[-1]))
+                if drop_batch[i] and not retain_empty:
+                    continue
+                kept = int(kept_per_entry[k])
+                need_horizon = ((kept_tomb[k] or (discard[i] and control_entry[i]))
+                                and not horizon_flag[i])
+                if kept and kept == per_entry[k] and magic == 2 and not need_horizon:
+                    out.write(buf[pos:pos + size])
+                    stats["batches_copied"] += 1
+                elif kept:
+                    if ts_ms is None:
+                        # one contiguous array per column: take() on the decoder's chunked
+                        # columns costs time in the window's size, per batch
+                        ts_ms = _ms(rows.column("timestamp"))
+                        cols = {c: rows.column(c).combine_chunks()
+                                for c in ("key", "value", "headers")}
+                    lo, hi = int(row_start[k]), int(row_start[k + 1])
+                    idx = lo + np.flatnonzero(keep[lo:hi])
+                    base = int(t.offset[i]) if magic == 2 else int(offsets[idx[0]])
+                    h = (now + task.delete_retention_ms) if need_horizon else (
+                        int(horizon[i]) if horizon_flag[i] else None)
+                    spec = _spec(t, i, base=base, horizon=h,
+                                 last_delta=int(t.last_offset_delta[i]) if magic == 2 else None,
+                                 empty=False)
+                    headers = cols["headers"].take(idx)
+                    if magic < 2:
+                        headers = pa.array([[] for _ in range(len(idx))], headers.type)
+                    out.write(encode_batch(cols["key"].take(idx), cols["value"].take(idx),
+                                           ts_ms[idx], spec=spec,
+                                           offset_deltas=offsets[idx] - base, headers=headers))
+                    stats["batches_rebuilt"] += 1
+                elif retain_empty and magic == 2:
+                    out.write(encode_batch([], [], [], spec=_spec(
+                        t, i, base=int(t.offset[i]), horizon=None,
+                        last_delta=int(t.last_offset_delta[i]), empty=True)))
+                    stats["batches_emptied"] += 1
+                else:
+                    continue
+                stats["records_kept"] += kept
 
 
 def rewrite_group(task: GroupTask, retained: np.ndarray | KeyMap, sink: BinaryIO | None = None
