@@ -74,7 +74,7 @@ def _ms(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)
 
 
-WINDOW_BYTES = 32 << 20  # batch bytes decoded at once: memory does not grow with segment size
+WINDOW_BYTES = 16 << 20  # batch bytes decoded at once: memory does not grow with segment size
 
 
 def _windows(t) -> Iterator[tuple[int, int, int, int]]:
