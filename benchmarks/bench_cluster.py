@@ -3,8 +3,9 @@ and with two workers (one core each), next to local mode, on the same data.
 
 A master and two workers are started from the installed pyspark (``tests/cluster.py``, on
 loopback, stopped by pid at the end). Every configuration is a real ``spark-submit`` of a small
-driver script that times its operation after a warm-up run of it (so executor start-up, numba
-loading and the page cache are out of the figure), on:
+driver script that times its operation after ``--warmup`` untimed runs of it (executor start-up,
+numba loading, the page cache and each executor JVM's compilation of its hot code are out of
+the figure: with one warm-up run the two-worker runs still paid for two JVMs' JIT), on:
 
 * ``scan``: ``format("kafkalog")`` over an lz4 log dir, ``sum(length(key)), sum(length(value)),
   count(*)`` — decompression and decoding on the executors (CPU-bound);
@@ -51,6 +52,7 @@ DRIVER = textwrap.dedent(r'''
     import kafkalog_spark as kl
     from kafkalog_spark.spark import session
     op, data, scratch, repeat = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
+    warmup = int(sys.argv[5])
     spark = session()
     cores = spark.sparkContext.defaultParallelism
 
@@ -81,7 +83,8 @@ DRIVER = textwrap.dedent(r'''
         return go
 
     prepare = {"scan": lambda i: scan, "write": write, "compact": compact}[op]
-    prepare(0)()  # warm-up: executors started, numba loaded, files cached
+    for i in range(warmup):  # executors started, numba loaded, files cached, the JVMs' JIT done
+        prepare(-1 - i)()
     best = float("inf")
     for i in range(1, repeat + 1):
         fn = prepare(i)
@@ -109,7 +112,7 @@ def make_data(root: Path, records: int) -> None:
                  segment_bytes=4 << 20, max_batch_records=500)
 
 
-def run(master: str, op: str, data: Path, scratch: Path, repeat: int,
+def run(master: str, op: str, data: Path, scratch: Path, repeat: int, warmup: int,
         conf: dict[str, str], cpus: set[int] | None = None) -> float:
     """One spark-submit of the driver script; ``cpus``: the CPUs it (and, in local mode, its
     tasks) may run on — children inherit this process's affinity while it is set."""
@@ -119,7 +122,7 @@ def run(master: str, op: str, data: Path, scratch: Path, repeat: int,
     if cpus:
         os.sched_setaffinity(0, cpus)
     try:
-        done = spark_submit(script, op, str(data), str(scratch), str(repeat), master=master,
+        done = spark_submit(script, op, str(data), str(scratch), str(repeat), str(warmup), master=master,
                             conf={"spark.ui.enabled": "false", **conf}, timeout=3600)
     finally:
         os.sched_setaffinity(0, every)
@@ -131,6 +134,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=4_000_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--warmup", type=int, default=2,
+                    help="untimed runs first: every executor JVM compiles its own hot code, so "
+                         "two workers need as many warm-up runs as one")
     ap.add_argument("--ops", default="scan,write,compact")
     ap.add_argument("--root", default=None, help="scratch folder (default: a temp dir)")
     ap.add_argument("--no-pin", action="store_true",
@@ -155,7 +161,7 @@ def main() -> None:
             for name, master, conf, on in configs:
                 scratch = root / f"scratch-{op}-{len(times)}"
                 scratch.mkdir(parents=True, exist_ok=True)
-                times[name] = run(master, op, data, scratch, args.repeat,
+                times[name] = run(master, op, data, scratch, args.repeat, args.warmup,
                                   {"spark.executor.memory": "2g", **conf}, on)
                 shutil.rmtree(scratch, ignore_errors=True)
                 cluster.wait_idle()
@@ -166,7 +172,8 @@ def main() -> None:
                 if line.startswith("model name")), platform.processor())
     print(f"# bench_cluster: {platform.machine()} {cpu}, {os.cpu_count()} cores, Python "
           f"{platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
-    print(f"# {' '.join(sys.argv)}\n# {args.records:,} records x 100 B, best of {args.repeat}; "
+    print(f"# {' '.join(sys.argv)}\n# {args.records:,} records x 100 B, best of {args.repeat} "
+          f"after {args.warmup} warm-up runs; "
           + ("workers and local runs pinned to CPUs (one CPU per worker)\n" if pin
              else "no CPU pinning\n"))
     print("| op | local[1] s | local[2] s | local 1→2 | cluster 1 worker s | cluster 2 workers s "

@@ -26,6 +26,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +53,7 @@ from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows, map
 
 Step = Callable[[str], None]
 ENGINES = ("local", "spark")
+SWAP_THREADS = 8  # the Spark engine's partitions swapped at once (their fsyncs overlap)
 
 
 @dataclass
@@ -140,15 +142,16 @@ def rewrite_local(plan: CleaningPlan, stats: dict[str, float], *, exact_keys: bo
 
 
 def clean_partition_local(plan: CleaningPlan, stats: dict[str, float], *, now_ms: int,
-                          high_watermark: str, exact_keys: bool = False,
-                          memory: int = DEFAULT_MEMORY, step: Step | None = None
-                          ) -> list[CleaningPlan]:
+                          high_watermark: str, checkpoint: CleanerCheckpoint,
+                          exact_keys: bool = False, memory: int = DEFAULT_MEMORY,
+                          step: Step | None = None) -> list[CleaningPlan]:
     """One partition's round with the local engine, in as many passes as the key map needs
     (module docstring, step 6); returns the passes carried out."""
     done = []
     while True:
         with rewrite_local(plan, stats, exact_keys=exact_keys, memory=memory) as (ran, outputs):
             swap_in(ran, outputs, step=step)
+        checkpoint.write([ran], step)
         done.append(ran)
         if ran.end_offset >= ran.first_uncleanable:
             return done
@@ -175,19 +178,46 @@ def txn_indexes(outputs: Sequence[GroupOutput]) -> list[bytes | None]:
     return out
 
 
-def swap_in(plan: CleaningPlan, outputs: Sequence[GroupOutput], *, step: Step | None = None) -> None:
-    """Replace the rewritten segments of one partition and write its cleaner checkpoint."""
+def swap_in(plan: CleaningPlan, outputs: Sequence[GroupOutput], *, step: Step | None = None
+            ) -> None:
+    """Replace the rewritten segments of one partition (steps 4; its checkpoint: step 5)."""
     new = [NewSegment(o.base_offset, o.log, txnindex=t, mtime=o.mtime,
                       log_written=o.path is not None)
            for o, t in zip(outputs, txn_indexes(outputs))]
     old = [s.base_offset for g in plan.groups for s in g.sources]
     replace_segments(plan.state.path, new, old, step=step)
-    path = plan.state.log_dir / N.CLEANER_OFFSET_CHECKPOINT
-    offsets = read_checkpoint_file(path, C.parse_offset_checkpoint)
-    offsets[plan.state.tp] = plan.end_offset
-    if step is not None:
-        step(f"write {N.CLEANER_OFFSET_CHECKPOINT}")
-    write_checkpoint_file(path, C.format_offset_checkpoint(offsets))
+
+
+class CleanerCheckpoint:
+    """A log dir's ``cleaner-offset-checkpoint``, read once and rewritten whole (atomically)
+    after each update — not re-read per partition, which is quadratic in partitions."""
+
+    def __init__(self, log_dir) -> None:
+        self.path = log_dir / N.CLEANER_OFFSET_CHECKPOINT
+        self.offsets = read_checkpoint_file(self.path, C.parse_offset_checkpoint)
+
+    def write(self, plans: Sequence[CleaningPlan], step: Step | None = None) -> None:
+        """Step 5 for ``plans`` (their swaps done): their end offsets, one atomic write."""
+        for plan in plans:
+            self.offsets[plan.state.tp] = plan.end_offset
+        if step is not None:
+            step(f"write {N.CLEANER_OFFSET_CHECKPOINT}")
+        write_checkpoint_file(self.path, C.format_offset_checkpoint(self.offsets))
+
+
+def swap_all(plans: Sequence[CleaningPlan], outputs: Mapping[tuple[str, int], list[GroupOutput]],
+             checkpoint: CleanerCheckpoint, step: Step | None = None) -> None:
+    """The Spark engine's swaps: every partition's (independent of the others: their own
+    folders) in a few threads, so that their fsyncs overlap, then one checkpoint write for the
+    log dir (a crash before it: the next run cleans those partitions again, idempotent). With
+    ``step`` (progress, crash tests) one after the other, in a fixed order."""
+    if step is None and len(plans) > 1:
+        with ThreadPoolExecutor(max_workers=min(SWAP_THREADS, len(plans))) as pool:
+            list(pool.map(lambda p: swap_in(p, outputs[p.state.tp]), plans))
+    else:
+        for plan in plans:
+            swap_in(plan, outputs[plan.state.tp], step=step)
+    checkpoint.write(plans, step)
 
 
 def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
@@ -271,19 +301,20 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                 complete_interrupted_swaps(part.path)
             fresh = discover(log_dir.path).log_dirs[0]
             plans = plan_log_dir(fresh, **kw)
+            checkpoint = CleanerCheckpoint(log_dir.path)
             if engine == "spark":
                 from .spark_job import rewrite_spark
 
                 with rewrite_spark(plans, result.stats, spark=spark,
                                    exact_keys=exact_keys) as outputs:
-                    for plan in plans:
-                        swap_in(plan, outputs[plan.state.tp], step=step)
+                    swap_all(plans, outputs, checkpoint, step)
                 result.plans += plans
             else:  # one partition at a time: memory holds one partition's key map
                 for plan in plans:
                     result.plans += clean_partition_local(
                         plan, result.stats, now_ms=now_ms, high_watermark=high_watermark,
-                        exact_keys=exact_keys, memory=dedupe_buffer_bytes, step=step)
+                        checkpoint=checkpoint, exact_keys=exact_keys,
+                        memory=dedupe_buffer_bytes, step=step)
     both = sorted({p.state.topic for p in result.plans if p.config.delete})
     if both:
         result.retention = retain(dirs, execute=True, now_ms=now_ms, options=options,
