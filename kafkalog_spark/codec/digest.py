@@ -64,6 +64,18 @@ def _fmix(k):
 
 
 @njit(cache=True, nogil=True)
+def _mix1(k):
+    """The first lane's scrambling of an 8-byte block (or tail) before it enters ``h1``."""
+    return _rotl(k * _C1, 31) * _C2
+
+
+@njit(cache=True, nogil=True)
+def _mix2(k):
+    """The second lane's scrambling of an 8-byte block (or tail) before it enters ``h2``."""
+    return _rotl(k * _C2, 33) * _C1
+
+
+@njit(cache=True, nogil=True)
 def _load(data, p, n):
     """``n`` (0..8) bytes of ``data`` from ``p`` as a little-endian uint64."""
     v = np.uint64(0)
@@ -83,36 +95,20 @@ def murmur3_128(offsets, data, start, hi, lo):
         h2 = np.uint64(0)
         for b in range(n // 16):
             q = p + 16 * b
-            k1 = _load(data, q, 8)
-            k2 = _load(data, q + 8, 8)
-            k1 *= _C1
-            k1 = _rotl(k1, 31)
-            k1 *= _C2
-            h1 ^= k1
+            h1 ^= _mix1(_load(data, q, 8))
             h1 = _rotl(h1, 27)
             h1 += h2
             h1 = h1 * _M5 + _N1
-            k2 *= _C2
-            k2 = _rotl(k2, 33)
-            k2 *= _C1
-            h2 ^= k2
+            h2 ^= _mix2(_load(data, q + 8, 8))
             h2 = _rotl(h2, 31)
             h2 += h1
             h2 = h2 * _M5 + _N2
         tail = n & 15
         q = p + n - tail
         if tail > 8:
-            k2 = _load(data, q + 8, tail - 8)
-            k2 *= _C2
-            k2 = _rotl(k2, 33)
-            k2 *= _C1
-            h2 ^= k2
+            h2 ^= _mix2(_load(data, q + 8, tail - 8))
         if tail > 0:
-            k1 = _load(data, q, min(tail, 8))
-            k1 *= _C1
-            k1 = _rotl(k1, 31)
-            k1 *= _C2
-            h1 ^= k1
+            h1 ^= _mix1(_load(data, q, min(tail, 8)))
         length = np.uint64(n)
         h1 ^= length
         h2 ^= length
