@@ -100,6 +100,11 @@ class PathNotSharedError(LogDirError):
     destinations must be on storage every executor reaches under the same path."""
 
 
+class RemoteStorageError(LogDirError):
+    """An operation an object store cannot do safely (atomic rename, lock, in-place change):
+    in-place maintenance of a log dir on S3/GCS/Azure is refused; run it on a local copy."""
+
+
 class LogDirLockedError(LogDirError):
     """A live process (a broker) holds the log dir's ``.lock``."""
 

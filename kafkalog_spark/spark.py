@@ -236,8 +236,22 @@ def _defaults_file(path: str | None) -> dict[str, str]:
 
 def register(spark: Any) -> None:
     """Register the ``kafkalog`` data source on ``spark`` (also found automatically through the
-    ``pyspark_kafkalog`` package once this package is installed) and enable filter pushdown."""
+    ``pyspark_kafkalog`` package once this package is installed) and enable filter pushdown.
+
+    The session's ``spark.hadoop.fs.s3a.*`` settings (endpoint, keys, region, path style) become
+    the source's default object-store options (:func:`~.log.object_options.from_hadoop`);
+    options given on a read or write win."""
     from .datasource import KafkaLogDataSource
+    from .log.object_options import from_hadoop
 
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    spark.dataSource.register(KafkaLogDataSource)
+    prefix = "spark.hadoop."
+    hadoop = {k[len(prefix):]: v for k, v in spark.sparkContext.getConf().getAll()
+              if k.startswith(prefix + "fs.s3a.")}
+    source = KafkaLogDataSource
+    if hadoop:
+        # a subclass that no module names is pickled by value: it carries the settings to the
+        # Python workers that plan reads (pickled by reference, they would be lost)
+        source = type("SessionKafkaLogDataSource", (KafkaLogDataSource,),
+                      {"session_storage": from_hadoop(hadoop)})
+    spark.dataSource.register(source)

@@ -9,13 +9,12 @@ which the spark-submit jobs share).
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import click
 
 from ..log.partition_state import HIGH_WATERMARK_SOURCES
-from ..log.storage import storage_for
+from ..log.storage import as_path, storage_for
 
 
 def _apply(decorators: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
@@ -84,7 +83,7 @@ def refuse_symlinked_files(paths: tuple[str, ...] | list[str], *,
     from ..errors import Location, LogDirError
 
     for item in paths:
-        path = Path(item)
+        path = as_path(item)
         fs = storage_for(path)
         stem, dot, kind = path.name.partition(".")
         if fs.is_dir(path) or not dot or not stem.isdigit():

@@ -9,11 +9,10 @@ import re
 import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from .. import errors as E
 from ..errors import KafkaLogError, Location, PathNotSharedError
-from ..log.storage import storage_for
+from ..log.storage import as_path, storage_for
 
 _SHARED = ("it must be on storage every executor reaches under the same path: a shared file "
            "system mounted alike on every host, or object storage")
@@ -27,7 +26,7 @@ def require_visible(path: str | os.PathLike[str], what: str) -> None:
     if not storage_for(path).is_dir(path):
         raise PathNotSharedError(f"the {what} exists where the job was planned but not on the "
                                  f"executor on host {socket.gethostname()}: {_SHARED}",
-                                 Location(os.fspath(path)))
+                                 Location(str(path)))
 
 
 @contextmanager
@@ -38,11 +37,11 @@ def planned_files(partition_dir: str | os.PathLike[str]) -> Iterator[None]:
     try:
         yield
     except (KafkaLogError, OSError) as exc:
-        log_dir = Path(partition_dir).parent
+        log_dir = as_path(partition_dir).parent
         if not isinstance(exc, PathNotSharedError) and not storage_for(log_dir).is_dir(log_dir):
             raise PathNotSharedError(f"the log dir exists where the job was planned but not on "
                                      f"the executor on host {socket.gethostname()}: {_SHARED}",
-                                     Location(os.fspath(log_dir))) from exc
+                                     Location(str(log_dir))) from exc
         raise
 
 

@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidOptionError
-from ..log.storage import storage_for
+from ..log.object_options import normalize_options
+from ..log.object_path import ObjectPath, is_remote
+from ..log.storage import as_path, storage_for
 
 EARLIEST, LATEST = -2, -1  # Spark's JSON sentinels in startingOffsets / endingOffsets
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -25,6 +27,7 @@ CORRUPTION_POLICIES = ("fail", "skip")
 TIMESTAMP_STRATEGIES = ("error", "latest")
 DEFAULT_MAX_BYTES_PER_PARTITION = 128 * 1024 * 1024  # like spark.sql.files.maxPartitionBytes
 DEFAULT_MAX_ROWS_PER_BATCH = 65536
+STORAGE_PREFIX = "storage."  # .option("storage.endpoint", ...): see log.object_options
 DEFAULT_MIN_PARTITIONS = 16  # fewest tasks packing keeps (more cores: pass minPartitions)
 MIN_BYTES_PER_PARTITION = 4096
 
@@ -100,6 +103,8 @@ def match_options(options: Mapping[str, Any], table: Sequence[OptionSpec],
     by_key = {spec.name.lower(): spec for spec in table}
     raw: dict[str, str] = {}
     for key, value in options.items():
+        if is_storage_option(str(key)):
+            continue  # read by storage_options()
         spec = by_key.get(str(key).lower())
         if spec is None:
             raise InvalidOptionError(f"unknown {what} {key!r}; valid options: "
@@ -107,6 +112,24 @@ def match_options(options: Mapping[str, Any], table: Sequence[OptionSpec],
         if value is not None:
             raw[spec.name] = str(value)
     return raw
+
+
+def is_storage_option(key: str) -> bool:
+    """An option for the object store: ``storage.<name>`` (any name or alias of
+    ``log.object_options``) or a bare delta-rs name (``aws_...``, ``google_...``,
+    ``azure_...``)."""
+    low = key.lower()
+    return low.startswith(STORAGE_PREFIX) or low.startswith(("aws_", "google_", "azure_"))
+
+
+def storage_options(options: Mapping[str, Any],
+                    session: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The store options among a data source's options, over ``session``'s (the session's
+    ``spark.hadoop.fs.s3a.*`` settings, :func:`~kafkalog_spark.log.object_options.from_hadoop`):
+    an option given on the read or write wins."""
+    given = {(k[len(STORAGE_PREFIX):] if k.lower().startswith(STORAGE_PREFIX) else k): v
+             for k, v in options.items() if is_storage_option(str(k))}
+    return {**(session or {}), **normalize_options(given)}
 
 
 def with_defaults(raw: Mapping[str, str], table: Sequence[OptionSpec]) -> dict[str, str | None]:
@@ -118,7 +141,7 @@ def with_defaults(raw: Mapping[str, str], table: Sequence[OptionSpec]) -> dict[s
 class ReadOptions:
     """Parsed read options (see :data:`READ_OPTIONS` for what each means)."""
 
-    paths: tuple[str, ...]
+    paths: tuple[str | ObjectPath, ...]  # object-store paths carry their storage options
     topics: frozenset[str] | None = None
     topic_pattern: str | None = None
     assign: frozenset[tuple[str, int]] | None = None
@@ -149,13 +172,17 @@ class ReadOptions:
         return self.assign is None or (topic, partition) in self.assign
 
 
-def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
+def parse_read_options(options: Mapping[str, str],
+                       session_storage: Mapping[str, str] | None = None) -> ReadOptions:
     """Parse Spark's (case-insensitive) option map into :class:`ReadOptions`.
 
     Parameters
     ----------
     options : mapping
         Option names (any case) to string values, as Spark passes them.
+    session_storage : mapping, optional
+        Object-store options from the Spark session (``spark.hadoop.fs.s3a.*``), under those
+        given as options.
 
     Returns
     -------
@@ -173,7 +200,8 @@ def parse_read_options(options: Mapping[str, str]) -> ReadOptions:
     _only_one(raw, ("startingOffsets", "startingTimestamp", "startingOffsetsByTimestamp"))
     _only_one(raw, ("endingOffsets", "endingTimestamp", "endingOffsetsByTimestamp"))
     return ReadOptions(
-        paths=_paths(raw.get("path"), raw.get("paths")),
+        paths=_paths(raw.get("path"), raw.get("paths"),
+                     storage_options(options, session_storage)),
         topics=_topics(raw.get("subscribe")),
         topic_pattern=_pattern(raw.get("subscribePattern")),
         assign=_assign(raw.get("assign")),
@@ -222,7 +250,8 @@ def _only_one(raw: Mapping[str, str], names: tuple[str, ...]) -> None:
 
 
 
-def _paths(path: str | None, paths: str | None) -> tuple[str, ...]:
+def _paths(path: str | None, paths: str | None, storage: Mapping[str, str]
+           ) -> tuple[str | ObjectPath, ...]:
     items: list[str] = []
     if path:
         items += [p.strip() for p in path.split(",") if p.strip()]
@@ -239,7 +268,7 @@ def _paths(path: str | None, paths: str | None) -> tuple[str, ...]:
                                  "with a log dir, a partition dir or a .log file")
     out: list[str] = []
     for item in items:
-        fs = storage_for(item)
+        fs = storage_for(as_path(item, storage))
         if fs.is_pattern(item):
             hits = fs.glob_pattern(item)  # sorted
             if not hits:
@@ -247,7 +276,7 @@ def _paths(path: str | None, paths: str | None) -> tuple[str, ...]:
             out += hits
         else:
             out.append(item)
-    return tuple(dict.fromkeys(out))
+    return tuple(as_path(p, storage) if is_remote(p) else p for p in dict.fromkeys(out))
 
 
 def _topics(value: str | None) -> frozenset[str] | None:

@@ -33,7 +33,7 @@ from ..log.discovery import discover
 from ..log.lookup import check_offset_entry, find_timestamp
 from ..log.model import PartitionDir, Segment
 from ..log.selection import check_selection, readable_partitions
-from ..log.storage import mapped_file
+from ..log.storage import mapped_file, storage_for
 from ..log.transactions import transaction_view
 from .options import (DEFAULT_MIN_PARTITIONS, EARLIEST, LATEST, ReadOptions,
                       parse_read_options)
@@ -43,6 +43,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # entries walked from an offset-index entry to validate it as a cut point (<=3.9 brokers index
 # one entry per append, which may hold several batches)
 _CUT_CHECK_ENTRIES = 64
+_CUT_PROBE_BYTES = 64 << 10  # bytes read at a candidate cut to check its index entry
 OPEN_COST_BYTES = 1 << 20  # weight of opening one split when packing (Spark: openCostInBytes)
 
 
@@ -365,17 +366,20 @@ def _cut(seg: Segment, topic: str, partition: int, max_bytes: int) -> list[Kafka
         index = read_offset_index(ibuf, seg.base_offset, file=str(seg.index))
     positions, offsets = index.positions, index.offsets
     cuts: list[tuple[int, int]] = []  # (position, offset bound of the entry there)
-    with mapped_file(seg.log) as buf:
-        target = max_bytes
-        while target < seg.log_size:
-            k = int(np.searchsorted(positions, target, side="right")) - 1
+    targets = range(max_bytes, seg.log_size, max_bytes)
+    ks = np.searchsorted(positions, np.asarray(targets, np.int64), side="right") - 1
+    # the entry headers at each candidate cut is all the check reads: on an object store only
+    # those bytes are fetched, not the segment
+    probes = [(int(positions[k]), int(positions[k]) + _CUT_PROBE_BYTES) for k in ks if k >= 0]
+    with storage_for(seg.log).mapped_ranges(seg.log, probes, seg.log_size) as buf:
+        for k in ks:
+            k = int(k)
             if k >= 0 and (not cuts or positions[k] > cuts[-1][0]) and positions[k] > 0:
                 o, p = int(offsets[k]), int(positions[k])
                 table = scan_entries(buf, start=p, max_entries=_CUT_CHECK_ENTRIES)
                 if check_offset_entry(index, o, p, table, len(buf)) is None:
                     first_known = int(table.magic[0]) == 2
                     cuts.append((p, int(table.offset[0]) if first_known else -1))
-            target += max_bytes
     splits = []
     bounds = [(0, seg.base_offset)] + cuts
     for i, (p, first) in enumerate(bounds):

@@ -27,8 +27,7 @@ from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 from ..codec.decode import BadRange, DecodeOptions, decode_entries
 from ..codec.scan import scan_entries
 from ..codec.schema import default_columns
-from ..log.lookup import position_for_offset
-from ..log.storage import mapped_file
+from ..log.lookup import position_for_offset, read_window
 from ..log.transactions import aborted_mask
 from .columns import decode_columns
 from .executors import planned_files
@@ -53,8 +52,12 @@ def read_split(split: KafkaLogSplit, opts: ReadOptions, bad: list[BadRange] | No
     options = DecodeOptions(verify_crc=opts.verify_crc, on_error=opts.on_corruption,
                             max_rows=opts.max_rows_per_batch, columns=decoded)
     seg = split.segment
-    with planned_files(seg.dir), mapped_file(seg.log) as buf:
+    window = read_window(seg, start=split.start_position, end=split.end_position,
+                         min_offset=split.min_offset, max_offset=split.max_offset,
+                         first_offset=split.first_offset, next_offset=split.next_offset)
+    with planned_files(seg.dir), window as (buf, stop):
         start, end = _byte_range(split, buf)
+        end = stop if end is None else end if stop is None else min(end, stop)
         if end is not None and start >= end:
             return
         result = decode_entries(buf, topic=split.topic, partition=split.partition,

@@ -35,18 +35,23 @@ class KafkaLogDataSource(DataSource):
     at the first action.
     """
 
+    session_storage: dict[str, str] = {}
+    """Object-store options from the session's ``spark.hadoop.fs.s3a.*`` settings; set on the
+    class that :func:`kafkalog_spark.spark.register` registers (options given on a read or
+    write win over them)."""
+
     @classmethod
     def name(cls) -> str:
         return "kafkalog"
 
     def schema(self) -> StructType:
-        opts = parse_read_options(self.options)
+        opts = parse_read_options(self.options, self.session_storage)
         return spark_schema(opts.include_headers, opts.include_metadata)
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """The reader of ``schema``'s columns only (``schema()``'s or a user schema: any
         subset of the columns, see :mod:`.columns`)."""
-        opts = parse_read_options(self.options)
+        opts = parse_read_options(self.options, self.session_storage)
         return KafkaLogReader(opts, *scan_columns(schema, opts))
 
     def writer(self, schema: StructType, overwrite: bool) -> "DataSourceWriter":

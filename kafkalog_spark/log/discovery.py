@@ -35,7 +35,7 @@ from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirErro
 from . import naming as N
 from .lock import lock_holder
 from .model import DuplicateReplica, LogDir, LogDirs, PartitionDir, Segment, sibling_name
-from .storage import mapped_file, storage_for
+from .storage import as_path, mapped_file, storage_for, user_paths
 
 # bootstrap.checkpoint: KRaft's formatted bootstrap metadata (`kafka-storage format`)
 _LOG_DIR_MARKERS = (N.META_PROPERTIES, N.LOCK_FILE, N.CLEAN_SHUTDOWN_FILE, *N.CHECKPOINT_FILES,
@@ -68,7 +68,7 @@ def discover(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -
         leads out of the directory being discovered.
     """
     with _gc_paused():
-        return _discover([paths] if isinstance(paths, (str, os.PathLike)) else list(paths))
+        return _discover(user_paths(paths))
 
 
 @contextmanager
@@ -146,9 +146,9 @@ def _is_kafka_entry(name: str) -> bool:
         return False
 
 
-def _checked(root: Path, entry: os.DirEntry[str]) -> Path:
-    """The entry's path; a symlink must resolve inside ``root``."""
-    p = Path(entry.path)
+def _checked(root: Path, folder: Path, entry: os.DirEntry[str]) -> Path:
+    """The entry's path in ``folder``; a symlink must resolve inside ``root``."""
+    p = folder / entry.name
     if entry.is_symlink():
         target = storage_for(p).resolve(p)
         if not target.is_relative_to(root):
@@ -174,9 +174,9 @@ def _scan_log_dir(path: Path) -> LogDir:
             # not Kafka's: reported as unknown, never followed, never a failed read
             log.warning("%s: a symlink that is not part of the log dir; not followed",
                         entry.path)
-            unknown.append(Path(entry.path))
+            unknown.append(path / entry.name)
             continue
-        p = _checked(path, entry)
+        p = _checked(path, path, entry)
         if entry.is_dir():
             if entry.name == N.REMOTE_LOG_INDEX_CACHE:
                 skipped.append(p)
@@ -234,11 +234,11 @@ def _scan_partition_dir(path: Path, parsed: N.PartitionDirName | None, root: Pat
     with storage_for(path).scandir(path) as it:
         for entry in it:
             if entry.is_symlink():
-                _checked(root, entry)
+                _checked(root, path, entry)
             if entry.is_file():
                 entries[entry.name] = entry
             else:
-                unknown.append(Path(entry.path))
+                unknown.append(path / entry.name)
     if parsed is None:
         return _classify(path, None, None, None, None, entries, unknown,
                          stat=lambda name: entries[name].stat())
@@ -425,7 +425,7 @@ def describe_segment(segment: Segment | str | os.PathLike[str]) -> SegmentInfo:
     -------
     SegmentInfo
     """
-    path = Path(segment.log if isinstance(segment, Segment) else segment)
+    path = as_path(segment.log if isinstance(segment, Segment) else segment)
     with mapped_file(path) as buf:
         size = len(buf)
         table = scan_entries(buf)

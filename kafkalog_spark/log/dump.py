@@ -32,7 +32,6 @@ Files are only memory-mapped read-only: no byte and no modification time changes
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
 
 from ..codec.compression import DEFAULT_MAX_DECOMPRESSED
@@ -42,7 +41,7 @@ from .dump_indexes import dump_offset_index, dump_snapshot, dump_time_index, dum
 from .dump_output import DumpRun, compact_json
 from .dump_output import JAVA_INT_MAX  # also re-exported for kafkalog_spark/cli/dump.py
 from .dump_segments import dump_log
-from .storage import storage_for
+from .storage import as_path, storage_for
 
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size
 DECODERS = ("string", "offsets", "transaction-log", "cluster-metadata")
@@ -202,7 +201,7 @@ def _expand(run: DumpRun, arg: str) -> list[str]:
 def _dump_file(run: DumpRun, arg: str) -> None:
     """One file, by the kind its name ends with (§16.2)."""
     run.arg = arg
-    path = Path(arg)
+    path = as_path(arg)
     name = path.name
     suffix = name[name.rfind("."):] if "." in name else ""
     handler = {".log": dump_log, ".checkpoint": dump_log, ".index": dump_offset_index,

@@ -8,7 +8,6 @@ binary-searches every entry, zero tail included).
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +21,7 @@ from ..errors import KafkaLogError
 from . import dump_output
 from .dump_output import DumpRun, compact_json
 from .dump_segments import decode_range
-from .storage import mapped_file
+from .storage import absolute_name, mapped_file
 from .naming import offset_from_file_name
 
 
@@ -40,7 +39,7 @@ def dump_offset_index(run: DumpRun, path: Path) -> None:
             run.emit(f"{run.arg} passed sanity check.",
                      lambda: {"type": "sanity_check", "passed": True})
             return
-        absolute = os.path.abspath(path)
+        absolute = absolute_name(path)
         rel, positions = idx.relative_offset.tolist(), idx.position.tolist()
         lines: list[str] = []
         for i in range(idx.dump_entries):
@@ -80,7 +79,7 @@ def dump_time_index(run: DumpRun, path: Path) -> None:
                      lambda: {"type": "sanity_check", "passed": True})
             return
         oidx = read_offset_index(raw_index, base)
-        absolute = os.path.abspath(path)
+        absolute = absolute_name(path)
         r = run.report
         prev = L.NO_TIMESTAMP
         lines: list[str] = []

@@ -6,7 +6,6 @@ Record timestamps beyond ±2^63/1000 ms print as −1 (the decoder cannot carry 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from ..errors import CorruptRecordError, KafkaLogError, Location
 from . import dump_output
 from .dump_decoders import control_info, parse
 from .dump_output import JAVA_INT_MAX, DumpRun, compact_json, java_bool
-from .storage import mapped_file
+from .storage import absolute_name, mapped_file
 from .naming import BOOTSTRAP_CHECKPOINT, offset_from_file_name, parse_kraft_snapshot_name
 
 RECORD_INDENT = "|"
@@ -76,7 +75,7 @@ def dump_log(run: DumpRun, path: Path) -> None:
         run.emit(f"Snapshot end offset: {snap.end_offset}, epoch: {snap.epoch}",
                  lambda: {"type": "snapshot_id", "end_offset": snap.end_offset,
                           "epoch": snap.epoch})
-    absolute = os.path.abspath(path)
+    absolute = absolute_name(path)
     last = [-1]  # 4.x: the tracker starts at -1, so a first offset > 0 is reported
     with mapped_file(path) as buf:
         end = min(len(buf), run.options.max_bytes)

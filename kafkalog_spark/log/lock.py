@@ -22,14 +22,14 @@ from pathlib import Path
 
 from ..errors import Location, LogDirError, LogDirLockedError
 from .naming import LOCK_FILE
-from .storage import storage_for
+from .storage import as_path, storage_for
 
 # .lock files this process holds through hold_lock(): resolved path -> descriptor
 _HELD: dict[str, int] = {}
 
 
 def _lock_path(log_dir: str | os.PathLike[str]) -> Path:
-    return Path(log_dir) / LOCK_FILE
+    return as_path(log_dir) / LOCK_FILE
 
 
 def lock_holder(log_dir: str | os.PathLike[str]) -> int | None:

@@ -23,7 +23,8 @@ to the record decoder.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,7 +32,7 @@ import numpy as np
 from ..codec.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index
 from ..codec.scan import EntryTable, scan_entries
 from .model import PartitionDir, Segment
-from .storage import mapped_file
+from .storage import is_local, mapped_file, storage_for
 
 
 @dataclass(frozen=True)
@@ -240,6 +241,63 @@ def _first(seg: Segment, table: EntryTable, mask: np.ndarray, index_used: bool,
 def _sorted(segments: PartitionDir | Sequence[Segment]) -> list[Segment]:
     segs = segments.segments if isinstance(segments, PartitionDir) else segments
     return sorted(segs, key=lambda s: s.base_offset)
+
+
+# --- reading a window of a segment ---------------------------------------------------------
+
+
+@contextmanager
+def read_window(segment: Segment, *, start: int = 0, end: int | None = None,
+                min_offset: int | None = None, max_offset: int | None = None,
+                first_offset: int | None = None, next_offset: int | None = None
+                ) -> Iterator[tuple[np.ndarray, int | None]]:
+    """The segment's ``.log`` for a read of offsets ``[min_offset, max_offset]`` inside bytes
+    ``[start, end)``, and where that read must stop (``None``: the end of the file).
+
+    On a local disk that is the whole memory map. On an object store only the bytes the offset
+    index narrows the read to are fetched: from the index entry at or below ``min_offset`` to
+    the entry after the first one past ``max_offset`` (it ends after every entry holding
+    ``max_offset``). The lookups the readers make are the ones :func:`position_for_offset`
+    makes: for ``min_offset`` when it lies past ``first_offset`` (default: the base offset), for
+    ``max_offset`` when it lies before ``next_offset - 1``. The fetched bytes are checked as
+    those lookups check them (the index entries fit, the entries walk cleanly to the stop); if
+    anything does not fit, or there is no index, the whole object is fetched, so a lookup's
+    fall-back walk from byte 0 reads real bytes.
+    """
+    fs = storage_for(segment.log)
+    if is_local(fs):
+        with mapped_file(segment.log) as buf:
+            yield buf, None
+        return
+    size = segment.log_size
+    lo, hi = start, size if end is None else min(end, size)
+    first = segment.base_offset if first_offset is None else first_offset
+    index = _offset_index(segment)
+    checks: list[tuple[int, int]] = []  # the index entries the readers' lookups will use
+    narrowed = index is not None and len(index.offsets) > 0
+    if narrowed:
+        offsets, positions = index.offsets, index.positions
+        if min_offset is not None and min_offset > first:
+            k = int(np.searchsorted(offsets, min_offset, side="right")) - 1
+            if k >= 0:
+                checks.append((int(offsets[k]), int(positions[k])))
+        if max_offset is not None:
+            k = int(np.searchsorted(offsets, max_offset, side="right")) - 1
+            if k >= 0 and (next_offset is None or max_offset < next_offset - 1):
+                checks.append((int(offsets[k]), int(positions[k])))
+            after = k + 2  # past the first entry beyond max_offset: that entry is whole
+            hi = min(hi, int(positions[after]) if after < len(positions) else size)
+        lo = min([lo] + [p for _, p in checks])  # a lookup walks from its entry's position
+    elif (min_offset is not None and min_offset > first) or max_offset is not None:
+        lo, hi = 0, size  # no index: a lookup walks from byte 0
+    with fs.mapped_ranges(segment.log, [(lo, hi)], size) as buf:
+        walk = scan_entries(buf, start=lo, end=max(lo, hi))
+        if walk.clean and all(check_offset_entry(index, o, p, scan_entries(buf, p, hi),
+                                                 size) is None for o, p in checks):
+            yield buf, hi
+            return
+    with mapped_file(segment.log) as buf:
+        yield buf, None
 
 
 def _offset_index(seg: Segment) -> OffsetIndex | None:

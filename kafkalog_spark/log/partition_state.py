@@ -28,7 +28,7 @@ from ..errors import InvalidOptionError
 from . import naming as N
 from .atomic import read_checkpoint_file
 from .model import PartitionDir, Segment
-from .storage import mapped_file
+from .storage import as_path, mapped_file
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class PartitionState:
 
 def read_offsets(log_dir: str | os.PathLike[str], name: str) -> dict[tuple[str, int], int]:
     """One of the log dir's offset checkpoint files (missing = empty, as Kafka reads it)."""
-    return read_checkpoint_file(Path(log_dir) / name, C.parse_offset_checkpoint)
+    return read_checkpoint_file(as_path(log_dir) / name, C.parse_offset_checkpoint)
 
 
 def segment_next_offset(seg: Segment) -> int:
@@ -140,5 +140,5 @@ def partition_state(part: PartitionDir, log_dir: str | os.PathLike[str], *,
     hw = leo if check_high_watermark_source(high_watermark) == "log-end" else replication.get(tp)
     known = hw is not None
     hw = min(max(start if hw is None else hw, start), leo)
-    return PartitionState(part.topic, part.partition, part.path, Path(log_dir), states, start,
+    return PartitionState(part.topic, part.partition, part.path, as_path(log_dir), states, start,
                           leo, hw, known)

@@ -24,7 +24,8 @@ from ..errors import InvalidOptionError
 from .discovery import discover
 from .selection import check_selection, readable_partitions
 from .model import PartitionDir, Segment
-from .storage import mapped_file
+from .lookup import read_window
+from .storage import user_paths
 
 PathLike = str | os.PathLike[str]
 OffsetBound = int | Mapping[tuple[str, int], int] | None
@@ -45,7 +46,8 @@ class ReadPlan:
 def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | None = None,
               partitions: Iterable[int] | None = None, start_offset: OffsetBound = None,
               end_offset: OffsetBound = None, loose_topic: str | None = None,
-              loose_partition: int | None = None) -> list[ReadPlan]:
+              loose_partition: int | None = None,
+              storage_options: Mapping[str, str] | None = None) -> list[ReadPlan]:
     """The segments :func:`read_log` would read, in output order (no file contents read).
 
     ``start_offset`` is inclusive, ``end_offset`` exclusive (like Spark's ``endingOffsets``);
@@ -53,12 +55,12 @@ def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | N
     Only live partition dirs are read: ``-delete``, ``-future`` and ``-stray`` copies and the
     KRaft metadata log are left out unless named directly.
     """
+    paths = user_paths(paths, storage_options)
     found = discover(paths)
     wanted_topics = None if topics is None else set(topics)
     wanted_parts = None if partitions is None else set(partitions)
     live = readable_partitions(found, loose_topic=loose_topic, loose_partition=loose_partition)
-    named = [paths] if isinstance(paths, (str, os.PathLike)) else list(paths)
-    check_selection(live, named, topics=wanted_topics, partition_numbers=wanted_parts)
+    check_selection(live, paths, topics=wanted_topics, partition_numbers=wanted_parts)
     plans: list[ReadPlan] = []
     for part in live:
         if wanted_topics is not None and part.topic not in wanted_topics:
@@ -97,9 +99,12 @@ class LogReadResult(Iterator[pa.RecordBatch]):
 
     def _run(self, plans: list[ReadPlan], options: DecodeOptions) -> Iterator[pa.RecordBatch]:
         for plan in plans:
-            with mapped_file(plan.segment.log) as buf:
+            window = read_window(plan.segment, min_offset=plan.min_offset,
+                                 max_offset=plan.max_offset, next_offset=plan.segment.base_offset)
+            with window as (buf, stop):
                 result = decode_entries(buf, topic=plan.topic, partition=plan.partition,
                                         options=options, start=_start_position(plan, buf),
+                                        end=stop,
                                         min_offset=plan.min_offset, max_offset=plan.max_offset,
                                         file=str(plan.segment.log))
                 yield from result
@@ -112,8 +117,8 @@ def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
              include_metadata: bool = False, include_control: bool = False,
              verify_crc: bool = True, on_error: str = "fail",
              max_rows: int = 65536, columns: Sequence[str] | None = None,
-             loose_topic: str | None = None, loose_partition: int | None = None
-             ) -> LogReadResult:
+             loose_topic: str | None = None, loose_partition: int | None = None,
+             storage_options: Mapping[str, str] | None = None) -> LogReadResult:
     """Like :func:`read_log`, yielding bounded ``pyarrow.RecordBatch``es instead of one table;
     the result's ``bad_ranges`` lists what ``on_error="skip"`` left out."""
     options = DecodeOptions(verify_crc=verify_crc, include_headers=include_headers,
@@ -122,7 +127,8 @@ def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
                             columns=None if columns is None else tuple(columns))
     return LogReadResult(plan_read(paths, topics=topics, partitions=partitions,
                                    start_offset=start_offset, end_offset=end_offset,
-                                   loose_topic=loose_topic, loose_partition=loose_partition),
+                                   loose_topic=loose_topic, loose_partition=loose_partition,
+                                   storage_options=storage_options),
                          options)
 
 
@@ -132,7 +138,8 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
              include_metadata: bool = False, include_control: bool = False,
              verify_crc: bool = True, on_error: str = "fail",
              columns: Sequence[str] | None = None, loose_topic: str | None = None,
-             loose_partition: int | None = None) -> pa.Table:
+             loose_partition: int | None = None,
+             storage_options: Mapping[str, str] | None = None) -> pa.Table:
     """Read the records of a log dir (or several), a partition dir or one ``.log`` file.
 
     Parameters
@@ -162,6 +169,10 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
         The topic-partition of *loose segments*: ``.log`` files named directly outside a
         ``<topic>-<partition>`` folder, or a folder of them. Without these such files are an
         error, never an empty read (:mod:`kafkalog_spark.log.selection`).
+    storage_options : mapping, optional
+        For ``s3://``, ``gs://`` and ``abfs[s]://`` paths: endpoint, region, credentials
+        (``log.object_options``, the names delta-rs takes); unset ones come from the store's
+        provider chain (environment, profile, instance role / application default credentials).
 
     Returns
     -------
@@ -181,7 +192,8 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
                       end_offset=end_offset, include_headers=include_headers,
                       include_metadata=include_metadata, include_control=include_control,
                       verify_crc=verify_crc, on_error=on_error, columns=columns,
-                      loose_topic=loose_topic, loose_partition=loose_partition)
+                      loose_topic=loose_topic, loose_partition=loose_partition,
+                      storage_options=storage_options)
     table = pa.Table.from_batches(list(result), schema=result.schema)
     if result.bad_ranges:
         report = json.dumps([dataclasses.asdict(b) for b in result.bad_ranges])

@@ -67,7 +67,7 @@ def check_selection(partitions: Sequence[PartitionDir], paths: Iterable[str | os
     otherwise); the message lists what is there."""
     have = {(p.topic, p.partition) for p in partitions if p.topic is not None}
     names = sorted({t for t, _ in have})
-    where = ", ".join(os.fspath(p) for p in paths)
+    where = ", ".join(str(p) for p in paths)
     shown = ", ".join(names[:20]) + (f" (+{len(names) - 20} more)" if len(names) > 20 else "")
     there = f"topics there: {shown}" if names else "no topic there"
     if topics is not None:

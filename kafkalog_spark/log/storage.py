@@ -7,12 +7,12 @@ and fails on a direct file-system call anywhere else). They ask :func:`storage_f
 storage that holds a user-given path and call its methods; process-local files that are never
 log data (the numba cache folder, ``/proc``) use :data:`LOCAL` explicitly.
 
-One implementation today, :class:`LocalStorage`: the local (POSIX) file system, with read-only
-``mmap`` of large files, ``renameat2(RENAME_EXCHANGE)`` on Linux and ``fcntl`` record locks as a
-broker takes them. Methods keep the standard library's contract: they raise ``OSError``
-(``FileNotFoundError``, ...) with the file name, which the callers map to typed errors where
-they know what the file was for. Object stores (S3, GCS, Azure) are further implementations of
-the same methods; what they cannot do atomically (rename, exchange, lock) they refuse.
+:class:`LocalStorage` is the local (POSIX) file system, with read-only ``mmap`` of large files,
+``renameat2(RENAME_EXCHANGE)`` on Linux and ``fcntl`` record locks as a broker takes them.
+Object stores (S3, GCS, Azure) are :class:`~.object_store.RemoteStorage` with the same methods;
+what they cannot do atomically (rename, exchange, lock) they refuse. Methods keep the standard
+library's contract: they raise ``OSError`` (``FileNotFoundError``, ...) with the file name or
+URI, which the callers map to typed errors where they know what the file was for.
 """
 
 from __future__ import annotations
@@ -26,13 +26,16 @@ import os
 import shutil
 import struct
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import Location, LogDirError
 from .naming import TMP_SUFFIX
+from .object_options import normalize_options
+from .object_path import ObjectPath, is_remote
+from .object_store import RemoteStorage, remote_storage
 
 if TYPE_CHECKING:  # numpy is imported when a file is first mapped: the CLI's start stays light
     import numpy as np
@@ -190,6 +193,12 @@ class LocalStorage:
                 except BufferError:
                     # a caller kept a view alive; the map closes when that view is collected
                     pass
+
+    def mapped_ranges(self, path: PathLike, ranges: Sequence[tuple[int, int]],
+                      size: int | None = None) -> AbstractContextManager[np.ndarray]:
+        """The file as an array in which at least the byte ranges ``[start, end)`` of ``ranges``
+        hold the file's bytes: locally the whole map; object stores fetch only those ranges."""
+        return self.mapped(path)
 
     def map_readonly(self, path: PathLike) -> mmap.mmap | None:
         """A read-only map of the whole file that the caller closes, or None for an empty
@@ -445,16 +454,47 @@ class LocalStorage:
 LOCAL = LocalStorage()
 
 
-def storage_for(path: PathLike) -> LocalStorage:
-    """The storage that holds ``path``.
-
-    Today every path is a local path. Object-store URIs (``s3://``, ``gs://``, ``abfss://``)
-    will select their own implementation here, with the same methods.
-    """
+def storage_for(path: PathLike | ObjectPath) -> LocalStorage | RemoteStorage:
+    """The storage that holds ``path``: :class:`~.object_store.RemoteStorage` for an
+    ``ObjectPath`` or an object-store URI (with the path's options), else :data:`LOCAL`."""
+    if isinstance(path, ObjectPath) or is_remote(path):
+        return remote_storage(path)
     return LOCAL
 
 
-def mapped_file(path: PathLike) -> AbstractContextManager[np.ndarray]:
+def as_path(path: PathLike | ObjectPath,
+            storage_options: Mapping[str, str] | None = None) -> Path | ObjectPath:
+    """A user-given path as the package handles it: an ``ObjectPath`` carrying the normalised
+    ``storage_options`` for an object-store URI, else a local ``Path`` (``file://`` too)."""
+    if isinstance(path, ObjectPath):
+        return path if storage_options is None else ObjectPath(
+            str(path), normalize_options(storage_options))
+    text = os.fspath(path)
+    if is_remote(text):
+        return ObjectPath(text, normalize_options(storage_options))
+    if text.startswith("file://"):
+        return Path(text[len("file://"):])
+    return Path(text)
+
+
+def is_local(storage: LocalStorage | RemoteStorage) -> bool:
+    """Whether ``storage`` is the local file system (maps, atomic renames, locks)."""
+    return isinstance(storage, LocalStorage)
+
+
+def user_paths(paths: PathLike | ObjectPath | Sequence[PathLike | ObjectPath],
+               storage_options: Mapping[str, str] | None = None) -> list[Path | ObjectPath]:
+    """One path or a sequence of paths, each through :func:`as_path`."""
+    one = isinstance(paths, (str, os.PathLike, ObjectPath))
+    return [as_path(p, storage_options) for p in ([paths] if one else paths)]
+
+
+def absolute_name(path: PathLike | ObjectPath) -> str:
+    """The absolute path (``os.path.abspath``) or the URI, as reports name a file."""
+    return str(path) if is_remote(path) else os.path.abspath(path)
+
+
+def mapped_file(path: PathLike | ObjectPath) -> AbstractContextManager[np.ndarray]:
     """``storage_for(path).mapped(path)``: the file's bytes as a read-only ``uint8`` array for
     the duration of a ``with`` block (see :meth:`LocalStorage.mapped`)."""
     return storage_for(path).mapped(path)

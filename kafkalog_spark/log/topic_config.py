@@ -20,13 +20,12 @@ import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ..codec.checkpoints import parse_java_properties
 from ..errors import InvalidOptionError, KafkaLogError, Location
 from . import naming as N
-from .storage import storage_for
+from .storage import as_path, storage_for
 
 LONG_MAX = 2**63 - 1
 TOPIC_RESOURCE_TYPE = 2  # org.apache.kafka.common.config.ConfigResource.Type.TOPIC
@@ -130,7 +129,7 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str | None, dict[str,
     InvalidOptionError
         Unreadable file, bad JSON, or a JSON value that is neither settings nor a topic map.
     """
-    p = Path(path)
+    p = as_path(path)
     try:
         text = storage_for(p).read_text(p, "utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -179,7 +178,7 @@ def metadata_topic_configs(log_dirs: str | os.PathLike[str] | list) -> dict[str,
     dirs = [log_dirs] if isinstance(log_dirs, (str, os.PathLike)) else list(log_dirs)
     out: dict[str, dict[str, str]] = {}
     for d in dirs:
-        mdir = Path(d) / f"{N.METADATA_TOPIC}-0"
+        mdir = as_path(d) / f"{N.METADATA_TOPIC}-0"
         fs = storage_for(mdir)
         if not fs.is_dir(mdir):
             continue

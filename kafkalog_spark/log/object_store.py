@@ -1,0 +1,477 @@
+"""Object storage behind the storage seam (log layer): S3, GCS and Azure through ``pyarrow.fs``.
+
+:class:`RemoteStorage` implements the seam's methods (see ``storage.py``) on a
+``pyarrow.fs.FileSystem`` for paths given as :class:`~.object_path.ObjectPath`. What an object
+store cannot do atomically (rename, exchange, record locks, truncate, in-place update) it
+refuses with :class:`~kafkalog_spark.errors.RemoteStorageError`: in-place maintenance needs a
+local copy. Reads keep the seam's contract: ``OSError``s naming the URI (never a secret), with
+what to do (:func:`store_error`). Every request is counted (:class:`RequestCounter`).
+
+Why ``pyarrow.fs`` rather than fsspec: it is already a dependency, its S3/GCS/Azure clients are
+C++ (ranged reads release the GIL, retries and timeouts are built in), and pyarrow's Parquet
+writer takes the same file system object.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import stat as stat_module
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+from ..errors import Location, LogDirError
+from .object_options import build_filesystem, refuse, store_error
+from .object_path import ObjectPath
+
+if TYPE_CHECKING:
+    import numpy as np
+
+@dataclass(frozen=True)
+class RemoteStat:
+    """What a listing says about an object (the ``os.stat_result`` fields callers read)."""
+
+    st_size: int
+    st_mtime: float
+    st_mode: int
+
+
+class RemoteEntry:
+    """One listing entry, answering like ``os.DirEntry`` (``path`` is the URI string)."""
+
+    __slots__ = ("name", "path", "_dir", "_stat")
+
+    def __init__(self, name: str, path: str, is_dir: bool, stat: RemoteStat) -> None:
+        self.name, self.path, self._dir, self._stat = name, path, is_dir, stat
+
+    def is_file(self) -> bool:
+        return not self._dir
+
+    def is_dir(self) -> bool:
+        return self._dir
+
+    def is_symlink(self) -> bool:
+        return False
+
+    def stat(self) -> RemoteStat:
+        return self._stat
+
+
+class RemoteStorage:
+    """The seam's methods on one object store (one ``pyarrow.fs.FileSystem``).
+
+    Obtain through :func:`~kafkalog_spark.log.storage.storage_for`; instances are cached per
+    store and options, so the client (connection pool, credentials) is built once per process.
+    """
+
+    def __init__(self, store: str, options: Mapping[str, str], account: str = "") -> None:
+        self.store, self.options, self.account = store, dict(options), account
+        self._fs = None
+        self._lock = threading.Lock()
+        self.requests = RequestCounter()
+
+    # --- the client ---------------------------------------------------------------------------
+
+    @property
+    def arrow_fs(self):
+        """The ``pyarrow.fs.FileSystem`` (built on first use; paths are ``bucket/key``)."""
+        with self._lock:
+            if self._fs is None:
+                self._fs = build_filesystem(self.store, self.options, self.account)
+            return self._fs
+
+    def arrow_path(self, path: ObjectPath | str) -> str:
+        return _obj(path).arrow_path
+
+    def _call(self, path: ObjectPath | str, what: str, fn: Callable[[], Any]) -> Any:
+        """Run one store call, mapping its errors to ``OSError``s that name the URI."""
+        try:
+            return fn()
+        except OSError as exc:
+            raise store_error(exc, str(path), what) from None
+
+    # --- listing and metadata -----------------------------------------------------------------
+
+    def _info(self, path: ObjectPath | str):
+        p = _obj(path)
+        self.requests.add(0)
+        return self._call(p, "stat", lambda: self.arrow_fs.get_file_info(p.arrow_path))
+
+    def scandir(self, path: ObjectPath | str) -> AbstractContextManager[Iterator[RemoteEntry]]:
+        p = _obj(path)
+        from pyarrow.fs import FileSelector, FileType
+
+        self.requests.add(0)
+        infos = self._call(p, "list", lambda: self.arrow_fs.get_file_info(
+            FileSelector(p.arrow_path, recursive=False, allow_not_found=False)))
+        entries = []
+        for info in infos:
+            name = info.base_name
+            is_dir = info.type == FileType.Directory
+            entries.append(RemoteEntry(name, str(p / name), is_dir, _stat(info)))
+        return nullcontext(iter(entries))
+
+    def listdir(self, path: ObjectPath | str) -> list[str]:
+        with self.scandir(path) as it:
+            return [e.name for e in it]
+
+    def glob(self, path: ObjectPath | str, pattern: str) -> list[ObjectPath]:
+        """Objects below ``path`` whose relative key matches ``pattern`` (``*`` stays inside
+        one level; a leading ``**/`` matches any depth), sorted."""
+        p = _obj(path)
+        from pyarrow.fs import FileSelector
+
+        self.requests.add(0)
+        infos = self._call(p, "list", lambda: self.arrow_fs.get_file_info(
+            FileSelector(p.arrow_path, recursive=True, allow_not_found=True)))
+        prefix = p.arrow_path + "/"
+        deep = pattern.startswith("**/")
+        tail = pattern[3:] if deep else pattern
+        hits = []
+        for info in infos:
+            rel = info.path[len(prefix):] if info.path.startswith(prefix) else None
+            if rel is None:
+                continue
+            if deep:
+                ok = fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], tail) if "/" not in tail else \
+                    _match_parts(rel, tail, any_depth=True)
+            else:
+                ok = _match_parts(rel, tail)
+            if ok:
+                hits.append(p / rel)
+        return sorted(hits)
+
+    def is_pattern(self, text: str) -> bool:
+        return any(c in text for c in "*?[")
+
+    def glob_pattern(self, pattern: str) -> list[str]:
+        """URIs matching a user pattern such as ``s3://b/logs-*/orders-*`` (sorted)."""
+        root = ObjectPath(pattern.split("*")[0].split("?")[0].split("[")[0].rsplit("/", 1)[0],
+                          self.options)
+        rel = pattern[len(str(root)):].lstrip("/")
+        from pyarrow.fs import FileSelector
+
+        self.requests.add(0)
+        infos = self._call(root, "list", lambda: self.arrow_fs.get_file_info(
+            FileSelector(root.arrow_path, recursive=True, allow_not_found=True)))
+        prefix = root.arrow_path + "/"
+        out = {str(root / info.path[len(prefix):].rstrip("/"))
+               for info in infos if info.path.startswith(prefix)
+               and _match_parts(info.path[len(prefix):], rel)}
+        return sorted(out)
+
+    def stat(self, path: ObjectPath | str) -> RemoteStat:
+        from pyarrow.fs import FileType
+
+        info = self._info(path)
+        if info.type == FileType.NotFound:
+            raise FileNotFoundError(errno.ENOENT, "no such object", str(path))
+        return _stat(info)
+
+    lstat = stat
+
+    def size(self, path: ObjectPath | str) -> int:
+        return self.stat(path).st_size
+
+    def exists(self, path: ObjectPath | str) -> bool:
+        from pyarrow.fs import FileType
+
+        p = _obj(path)
+        return not p.key or self._info(p).type != FileType.NotFound
+
+    def is_file(self, path: ObjectPath | str) -> bool:
+        from pyarrow.fs import FileType
+
+        return bool(_obj(path).key) and self._info(path).type == FileType.File
+
+    def is_dir(self, path: ObjectPath | str) -> bool:
+        from pyarrow.fs import FileType
+
+        p = _obj(path)
+        return self._info(p).type == FileType.Directory
+
+    def is_symlink(self, path: ObjectPath | str) -> bool:
+        return False
+
+    def resolve(self, path: ObjectPath | str) -> ObjectPath:
+        return _obj(path, self.options)
+
+    def readlink(self, path: ObjectPath | str) -> str:
+        raise OSError(errno.EINVAL, "object stores have no symlinks", str(path))
+
+    def writable(self, path: ObjectPath | str) -> bool:
+        return True  # known only by trying; a refused write names the URI
+
+    def executable(self, path: ObjectPath | str) -> bool:
+        return False
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def read_bytes(self, path: ObjectPath | str, limit: int | None = None) -> bytes:
+        p = _obj(path)
+
+        def read() -> bytes:
+            with self.arrow_fs.open_input_file(p.arrow_path) as f:
+                n = f.size() if limit is None else min(limit, f.size())
+                self.requests.add(n)
+                return f.read_at(n, 0) if n else b""
+
+        return self._call(p, "read", read)
+
+    def read_range(self, path: ObjectPath | str, start: int, length: int) -> bytes:
+        """``length`` bytes from ``start`` (fewer at the end of the object): one ranged GET."""
+        p = _obj(path)
+
+        def read() -> bytes:
+            with self.arrow_fs.open_input_file(p.arrow_path) as f:
+                n = max(0, min(length, f.size() - start))
+                self.requests.add(n)
+                return f.read_at(n, start) if n else b""
+
+        return self._call(p, "read", read)
+
+    def read_text(self, path: ObjectPath | str, encoding: str = "utf-8") -> str:
+        return self.read_bytes(path).decode(encoding)
+
+    def open_read(self, path: ObjectPath | str) -> BinaryIO:
+        p = _obj(path)
+        self.requests.add(0)
+        return self._call(p, "open", lambda: self.arrow_fs.open_input_file(p.arrow_path))
+
+    @contextmanager
+    def mapped(self, path: ObjectPath | str) -> Iterator[np.ndarray]:
+        """The whole object as a read-only ``uint8`` array (one GET; an empty object gives an
+        empty array). Errors become :class:`LogDirError` naming the URI."""
+        import numpy as np
+
+        try:
+            data = self.read_bytes(path)
+        except OSError as exc:
+            raise LogDirError(f"cannot read object: {exc.strerror}",
+                              Location(file=str(path))) from None
+        yield np.frombuffer(data, np.uint8)
+
+    @contextmanager
+    def mapped_ranges(self, path: ObjectPath | str, ranges: Sequence[tuple[int, int]],
+                      size: int | None = None) -> Iterator[np.ndarray]:
+        """An array as long as the object in which only the byte ranges ``[start, end)`` of
+        ``ranges`` are fetched (ranges closer than :data:`COALESCE_BYTES` are joined into one
+        ranged GET); every other byte reads as zero and must not be used. Pages never fetched
+        take no memory (the zeroed array is allocated lazily by the OS)."""
+        import numpy as np
+
+        if size is None:
+            size = self.size(path)
+        buf = np.zeros(size, np.uint8)
+        try:
+            for start, end in coalesce(ranges, size):
+                data = self.read_range(path, start, end - start)
+                buf[start:start + len(data)] = np.frombuffer(data, np.uint8)
+        except OSError as exc:
+            raise LogDirError(f"cannot read object: {exc.strerror}",
+                              Location(file=str(path))) from None
+        buf.flags.writeable = False
+        yield buf
+
+    def map_readonly(self, path: ObjectPath | str) -> bytes | None:
+        data = self.read_bytes(path)
+        return data or None
+
+    def update_mapped(self, path: ObjectPath | str, update: Callable[[np.ndarray], None]) -> None:
+        raise refuse(path, "change a file in place")
+
+    # --- writing ------------------------------------------------------------------------------
+
+    def create(self, path: ObjectPath | str) -> BinaryIO:
+        """A new object, put whole when closed (refused if it exists)."""
+        if self.exists(path):
+            raise FileExistsError(errno.EEXIST, "object exists", str(path))
+        return self.open_write(path)
+
+    def open_write(self, path: ObjectPath | str) -> BinaryIO:
+        p = _obj(path)
+        self.requests.add(0)
+        return self._call(p, "write", lambda: self.arrow_fs.open_output_stream(p.arrow_path))
+
+    def close_durably(self, f: BinaryIO) -> None:
+        f.close()  # the put completes on close: the object is durable or absent
+
+    def write_whole(self, path: ObjectPath | str, data: bytes | memoryview, *,
+                    exclusive: bool = False) -> None:
+        f = self.create(path) if exclusive else self.open_write(path)
+        try:
+            f.write(data)
+        finally:
+            self._call(path, "write", f.close)
+
+    def replace_whole(self, path: ObjectPath | str, data: bytes) -> None:
+        """An object put is atomic: readers see the old or the new content, never a part."""
+        self.write_whole(path, data)
+
+    def truncate(self, path: ObjectPath | str, size: int) -> None:
+        raise refuse(path, "truncate a file")
+
+    def copy_file(self, src: ObjectPath | str, dst: ObjectPath | str, *,
+                  durable: bool = False) -> None:
+        self.concat([src], dst)
+
+    def concat(self, sources: Sequence[ObjectPath | str], dst: ObjectPath | str) -> None:
+        out = self.open_write(dst)
+        try:
+            for src in sources:
+                with self.open_read(src) as f:
+                    while chunk := f.read(8 << 20):
+                        out.write(chunk)
+        finally:
+            self._call(dst, "write", out.close)
+
+    def set_mtime(self, path: ObjectPath | str, mtime: float) -> None:
+        raise refuse(path, "set a file's modification time")
+
+    def fsync_dir(self, path: ObjectPath | str) -> None:
+        return None  # no folders to make durable: every completed put is
+
+    # --- renames, removal, folders ------------------------------------------------------------
+
+    def rename(self, src: ObjectPath | str, dst: ObjectPath | str) -> None:
+        raise refuse(src, "rename atomically")
+
+    def exchange(self, a: ObjectPath | str, b: ObjectPath | str) -> bool:
+        raise refuse(a, "exchange two files atomically")
+
+    def remove(self, path: ObjectPath | str, *, missing_ok: bool = False) -> None:
+        p = _obj(path)
+        try:
+            self._call(p, "delete", lambda: self.arrow_fs.delete_file(p.arrow_path))
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    def remove_tree(self, path: ObjectPath | str, *, ignore_errors: bool = False) -> None:
+        p = _obj(path)
+        try:
+            self._call(p, "delete", lambda: self.arrow_fs.delete_dir(p.arrow_path))
+        except OSError:
+            if not ignore_errors:
+                raise
+
+    def make_dirs(self, path: ObjectPath | str, *, exist_ok: bool = True,
+                  mode: int = 0o777) -> None:
+        p = _obj(path)
+        if not exist_ok and self.exists(p):
+            raise FileExistsError(errno.EEXIST, "exists", str(p))
+        self._call(p, "create", lambda: self.arrow_fs.create_dir(p.arrow_path, recursive=True))
+
+    def make_dir(self, path: ObjectPath | str, *, mode: int = 0o777) -> None:
+        self.make_dirs(path, exist_ok=False)
+
+    def make_dirs_below(self, root: ObjectPath | str, path: ObjectPath | str) -> None:
+        if not self.exists(root):
+            raise FileNotFoundError(errno.ENOENT, "no such folder", str(root))
+        self.make_dirs(path)
+
+    # --- process-local temporary folders: the local file system's ------------------------------
+
+    def temp_root(self) -> str:
+        from .storage import LOCAL
+
+        return LOCAL.temp_root()
+
+    def make_temp_dir(self, prefix: str) -> str:
+        from .storage import LOCAL
+
+        return LOCAL.make_temp_dir(prefix)
+
+    def temp_dir(self, prefix: str) -> AbstractContextManager[str]:
+        from .storage import LOCAL
+
+        return LOCAL.temp_dir(prefix)
+
+    # --- locks: none on object stores ------------------------------------------------------------
+
+    def lock_owner(self, path: ObjectPath | str) -> int | None:
+        return None  # no broker holds an object store's files open
+
+    def lock(self, path: ObjectPath | str, *, record: bool = True) -> int | None:
+        raise refuse(path, "hold a lock")
+
+    def unlock(self, fd: int) -> None:  # pragma: no cover - lock() never succeeds
+        return None
+
+
+class RequestCounter:
+    """GET/LIST/HEAD requests and bytes fetched by this process (what the benchmark reports)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.requests = 0
+        self.bytes = 0
+
+    def add(self, nbytes: int) -> None:
+        with self._lock:
+            self.requests += 1
+            self.bytes += nbytes
+
+    def reset(self) -> tuple[int, int]:
+        with self._lock:
+            out = (self.requests, self.bytes)
+            self.requests = self.bytes = 0
+            return out
+
+
+COALESCE_BYTES = 1 << 20
+"""Byte ranges of one object closer than this are fetched with one GET (a GET costs about as
+much as transferring this many bytes on a cloud link)."""
+
+
+def coalesce(ranges: Sequence[tuple[int, int]], size: int) -> list[tuple[int, int]]:
+    """``ranges`` clipped to ``[0, size)``, sorted, with overlapping or near ones joined."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted((max(0, s), min(size, e)) for s, e in ranges):
+        if end <= start:
+            continue
+        if out and start - out[-1][1] < COALESCE_BYTES:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
+
+
+# --- building the client ----------------------------------------------------------------------
+
+_CLIENTS: dict[tuple, RemoteStorage] = {}
+_CLIENTS_LOCK = threading.Lock()
+
+
+def remote_storage(path: ObjectPath | str) -> RemoteStorage:
+    """The (cached) storage for an object-store path."""
+    p = _obj(path)
+    key = (p.store, p.account, tuple(sorted(p.options.items())))
+    with _CLIENTS_LOCK:
+        storage = _CLIENTS.get(key)
+        if storage is None:
+            storage = _CLIENTS[key] = RemoteStorage(p.store, p.options, p.account)
+        return storage
+
+
+def _obj(path: ObjectPath | str, options: Mapping[str, str] | None = None) -> ObjectPath:
+    return path if isinstance(path, ObjectPath) else ObjectPath(str(path), options)
+
+
+def _stat(info) -> RemoteStat:
+    from pyarrow.fs import FileType
+
+    mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
+    mode = stat_module.S_IFDIR if info.type == FileType.Directory else stat_module.S_IFREG
+    return RemoteStat(st_size=int(info.size or 0), st_mtime=mtime, st_mode=mode)
+
+
+def _match_parts(rel: str, pattern: str, any_depth: bool = False) -> bool:
+    parts, pats = rel.strip("/").split("/"), pattern.strip("/").split("/")
+    if any_depth:
+        parts = parts[-len(pats):]
+    return len(parts) == len(pats) and all(fnmatch.fnmatchcase(a, b)
+                                           for a, b in zip(parts, pats))
