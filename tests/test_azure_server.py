@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 
 import pytest
-from azure import Azurite, azurite_missing
+from azurite import Azurite, azurite_missing
 from pyarrow.fs import FileSelector, FileType
 
 pytestmark = pytest.mark.skipif(azurite_missing() is not None, reason=azurite_missing() or "")

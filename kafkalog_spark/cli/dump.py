@@ -13,7 +13,9 @@ import sys
 import click
 
 from ..errors import InvalidOptionError
-from .options import refuse_symlinked_files
+from ..log.object_path import is_remote
+from ..log.storage import as_path
+from .options import refuse_symlinked_files, storage_option
 from .progress import Progress, plain_files, progress_option
 from ..log.dump import (DEFAULT_MAX_MESSAGE_SIZE, FORMATS, JAVA_INT_MAX, STRING_DECODER_CLASSES,
                         DumpOptions, dump_files)
@@ -54,13 +56,15 @@ def _decoder_class(option: str, value: str | None) -> None:
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
               help="text: kafka-dump-log.sh lines; jsonl: one JSON object per batch, record, "
                    "index entry and report item.")
+@storage_option
 @progress_option
 def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool,
             deep_iteration: bool, verify_index_only: bool, index_sanity_check: bool,
             max_message_size: int, max_bytes: int, key_decoder_class: str | None,
             value_decoder_class: str | None, offsets_decoder: bool,
             transaction_log_decoder: bool, cluster_metadata_decoder: bool,
-            skip_record_metadata: bool, fmt: str, progress: bool | None) -> None:
+            skip_record_metadata: bool, fmt: str, storage_options: dict[str, str] | None,
+            progress: bool | None) -> None:
     """Dump .log, .index, .timeindex, .txnindex, .snapshot and KRaft .checkpoint files the way
     kafka-dump-log.sh (Kafka 4.x) prints them. Never changes a file."""
     _decoder_class("--key-decoder-class", key_decoder_class)
@@ -69,6 +73,7 @@ def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool
     if not targets:
         raise click.UsageError("give files to dump: --files a.log,b.index or file arguments")
     refuse_symlinked_files(targets, allow_named_link=True)
+    targets = [as_path(t, storage_options) if is_remote(t) else t for t in targets]
     # decoder precedence as in DumpLogSegments.messageParser
     decoder = ("offsets" if offsets_decoder else "transaction-log" if transaction_log_decoder
                else "cluster-metadata" if cluster_metadata_decoder else "string")

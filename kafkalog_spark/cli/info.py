@@ -23,7 +23,8 @@ from ..log.discovery import describe_segment, discover
 from ..log.model import LogDir, LogDirs, PartitionDir, Segment
 from ..log.topic_config import SOURCE_DEFAULT, effective_config, metadata_topic_configs
 from ..report import parse_config_options
-from .options import config_options
+from ..log.storage import user_paths
+from .options import PathOrURI, config_options, storage_option
 
 
 def segment_report(seg: Segment, shallow: bool) -> dict[str, Any]:
@@ -263,13 +264,14 @@ def _extreme(fn: Any, values: list[int | None]) -> int | None:
 
 
 @click.command("info")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=PathOrURI())
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable JSON output.")
 @click.option("--shallow", is_flag=True,
               help="Only list directories and stat files; do not read .log headers.")
 @config_options("retention.ms=86400000")
-def command(paths: tuple[Path, ...], as_json: bool, shallow: bool, configs: tuple[str, ...],
-            config_file: str | None) -> None:
+@storage_option
+def command(paths: tuple[str, ...], as_json: bool, shallow: bool, configs: tuple[str, ...],
+            config_file: str | None, storage_options: dict[str, str] | None) -> None:
     """Summarise Kafka log dirs, partition dirs or .log files (read-only).
 
     Shows topics, partitions, segments, offset and time ranges, sizes, record formats (magic),
@@ -279,7 +281,7 @@ def command(paths: tuple[Path, ...], as_json: bool, shallow: bool, configs: tupl
     log, internal-topic settings, or Kafka's defaults — what `kafkalog compact` and
     `kafkalog retain` would use with the same options.
     """
-    rep = report(discover(list(paths)), shallow=shallow, options=parse_config_options(configs),
+    rep = report(discover(user_paths(paths, storage_options)), shallow=shallow, options=parse_config_options(configs),
                  config_file=config_file, segments=as_json)
     if as_json:
         click.echo(json.dumps(rep, indent=2))

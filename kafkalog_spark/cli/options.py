@@ -14,7 +14,49 @@ from typing import Any
 import click
 
 from ..log.partition_state import HIGH_WATERMARK_SOURCES
+from ..errors import InvalidOptionError
+from ..log.object_options import normalize_options
+from ..log.object_path import is_remote
 from ..log.storage import as_path, storage_for
+
+
+class PathOrURI(click.ParamType):
+    """A local path (checked as ``click.Path`` checks it) or an object-store URI (``s3://``,
+    ``gs://``, ``abfs[s]://``: checked when it is read, with the ``--storage-option`` values)."""
+
+    name = "path"
+
+    def __init__(self, *, exists: bool = False, file_okay: bool = True,
+                 dir_okay: bool = True) -> None:
+        self._local = click.Path(exists=exists, file_okay=file_okay, dir_okay=dir_okay)
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Any:
+        if is_remote(value):
+            return str(value)
+        return self._local.convert(value, param, ctx)
+
+
+def storage_option(fn: Any) -> Any:
+    """``--storage-option NAME=VALUE`` (repeatable), parsed into ``storage_options``."""
+
+    def parse(ctx: Any, param: Any, values: tuple[str, ...]) -> dict[str, str] | None:
+        pairs = {}
+        for item in values:
+            name, eq, value = item.partition("=")
+            if not eq:
+                raise click.BadParameter(f"{item!r} is not NAME=VALUE", param=param)
+            pairs[name] = value
+        try:
+            return normalize_options(pairs) if pairs else None
+        except InvalidOptionError as exc:
+            raise click.BadParameter(str(exc), param=param) from None
+
+    return click.option(
+        "--storage-option", "storage_options", multiple=True, metavar="NAME=VALUE",
+        callback=parse,
+        help="Object-store option for s3:// gs:// abfss:// paths (delta-rs names: endpoint, "
+             "region, allow_http, access_key_id, secret_access_key, account_name, ...); unset "
+             "ones come from the store's provider chain (environment, profile, role).")(fn)
 
 
 def _apply(decorators: list[Callable[[Any], Any]]) -> Callable[[Any], Any]:
@@ -47,7 +89,7 @@ def maintenance_options(config_example: str) -> Callable[[Any], Any]:
     ``config_example`` shows a typical ``--config`` override in the help text."""
     return _apply([
         click.argument("log_dirs", nargs=-1, required=True,
-                       type=click.Path(exists=True, file_okay=False)),
+                       type=PathOrURI(exists=True, file_okay=False)),
         click.option("--execute", is_flag=True,
                      help="Change the disk (default: dry run, only plan)."),
         click.option("--now", "now_ms", type=int, help="Current time in ms (reproducible runs)."),
@@ -83,6 +125,8 @@ def refuse_symlinked_files(paths: tuple[str, ...] | list[str], *,
     from ..errors import Location, LogDirError
 
     for item in paths:
+        if is_remote(item):
+            continue  # object stores have no symlinks
         path = as_path(item)
         fs = storage_for(path)
         stem, dot, kind = path.name.partition(".")

@@ -118,7 +118,7 @@ class Progress:
         self.interval = interval if tty else interval * 4
         if callable(files):
             files = files() if self.enabled else ()
-        self.files = [(str(Path(p)), int(s)) for p, s in files]
+        self.files = [(str(p), int(s)) for p, s in files]
         self._index = {p: i for i, (p, _) in enumerate(self.files)}
         self._prefix = [0]
         for _, size in self.files:

@@ -13,7 +13,7 @@ import sys
 import click
 
 from ..recovery.rebuild import INDEX_KINDS, RebuildReport, rebuild_indexes
-from .options import refuse_symlinked_files
+from .options import PathOrURI, refuse_symlinked_files
 from .progress import Progress, progress_option, segment_files
 
 
@@ -32,7 +32,7 @@ def render(report: RebuildReport) -> str:
 
 
 @click.command("rebuild-index")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, required=True, type=PathOrURI(exists=True))
 @click.option("--execute", is_flag=True, help="Write the files (default: dry run).")
 @click.option("--force", is_flag=True,
               help="Rewrite every index that differs from recovery's, even a consistent one.")

@@ -14,11 +14,13 @@ import click
 
 from ..recovery.recover import recover
 from ..report import render_recovery
+from .options import PathOrURI
 from .progress import Progress, progress_option, segment_files
 
 
 @click.command("recover")
-@click.argument("log_dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("log_dirs", nargs=-1, required=True,
+                type=PathOrURI(exists=True, file_okay=False))
 @click.option("--execute", is_flag=True, help="Change the disk (default: dry run, only plan).")
 @click.option("--quarantine", "quarantine_dir", type=click.Path(file_okay=False),
               help="Quarantine root (default: <log dir>.kafkalog-quarantine next to the log dir).")

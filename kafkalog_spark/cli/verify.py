@@ -20,12 +20,13 @@ import click
 from ..log.discovery import discover
 from ..log.verify import verify
 from ..report import render_verify
-from .options import refuse_symlinked_files
+from ..log.storage import user_paths
+from .options import PathOrURI, refuse_symlinked_files, storage_option
 from .progress import Progress, progress_option, segment_files
 
 
 @click.command("verify")
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True))
+@click.argument("paths", nargs=-1, required=True, type=PathOrURI(exists=True))
 @click.option("--deep", is_flag=True, help="Also decompress every batch and parse every record.")
 @click.option("--no-indexes", is_flag=True, help="Skip the .index/.timeindex/.txnindex checks.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
@@ -34,10 +35,11 @@ from .progress import Progress, progress_option, segment_files
 @click.option("--master", default=None, help="Spark master for --spark (default local[*]).")
 @click.option("--spark-threshold", type=int, default=None,
               help="Use Spark from this many bytes of .log files on (default 16 GiB).")
+@storage_option
 @progress_option
 def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool, use_spark: bool,
             use_local: bool, master: str | None, spark_threshold: int | None,
-            progress: bool | None) -> None:
+            storage_options: dict[str, str] | None, progress: bool | None) -> None:
     """Check CRCs, structure, offsets, indexes, transaction indexes, producer snapshots and
     checkpoints of log dirs, partition dirs or .log files.
 
@@ -47,6 +49,7 @@ def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool,
     if use_spark and use_local:
         raise click.UsageError("--spark and --local exclude each other")
     refuse_symlinked_files(paths)
+    paths = user_paths(paths, storage_options)
     if not use_local and not use_spark:
         from ..recovery.verify_job import SPARK_THRESHOLD_BYTES
 

@@ -45,7 +45,7 @@ from ..codec.partitioner import default_partitions
 from ..codec.schema import METADATA_COLUMNS
 from ..errors import InvalidOptionError, Location, LogDirError
 from ..log import naming as N
-from ..log.lock import ensure_not_locked, hold_lock
+from ..log.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.storage import storage_for
 from ..log.publish import publish
 from ..log.staging import (PartitionStager, StagedPartition, create_staging_dir,
@@ -92,6 +92,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
     def __init__(self, options: dict, schema: Any, overwrite: bool) -> None:
         self.options: WriteOptions = parse_write_options(options)
         self.overwrite = bool(overwrite)
+        ensure_local(self.options.path)
         self.log_dir = str(Path(self.options.path).absolute())
         self._check_schema(schema)
         log_dir = Path(self.log_dir)

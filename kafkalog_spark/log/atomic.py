@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, TypeVar
 
 from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirError
-from .storage import storage_for
+from .storage import as_path, storage_for
 
 T = TypeVar("T")
 
@@ -59,7 +59,7 @@ def read_checkpoint_file(path: str | os.PathLike[str], parse: Callable[..., T], 
     empty if absent, so "missing" and "empty" mean the same to Kafka); otherwise it is a
     :class:`CorruptCheckpointError`, as is text that is not UTF-8.
     """
-    p = Path(path)
+    p = as_path(path)
     try:
         raw = storage_for(p).read_bytes(p)
     except FileNotFoundError as exc:

@@ -92,7 +92,7 @@ def _discover(items: list) -> LogDirs:
         fs = storage_for(item)
         path = fs.resolve(item)
         if not fs.exists(path):
-            raise LogDirError("no such file or directory", Location(file=str(item)))
+            raise LogDirError(fs.missing_reason(path), Location(file=str(item)))
         if fs.is_file(path):
             part = _lone_segment(path)
             partitions[part.path] = _merge_lone(partitions.get(part.path), part)

@@ -16,13 +16,14 @@ descriptor of the file; this module therefore never opens a ``.lock`` that this 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from ..errors import Location, LogDirError, LogDirLockedError
 from .naming import LOCK_FILE
-from .storage import as_path, storage_for
+from .object_options import refuse
+from .storage import as_path, is_local, storage_for, user_paths
 
 # .lock files this process holds through hold_lock(): resolved path -> descriptor
 _HELD: dict[str, int] = {}
@@ -66,6 +67,15 @@ def lock_holder(log_dir: str | os.PathLike[str]) -> int | None:
                           Location(file=str(path))) from exc
 
 
+def ensure_local(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> None:
+    """Refuse (:class:`~kafkalog_spark.errors.RemoteStorageError`) an object-store path where
+    a log dir is to be changed: object stores have no atomic rename and no lock. Called before
+    anything is read, so the refusal needs no credentials."""
+    for path in user_paths(paths):
+        if not is_local(storage_for(path)):
+            raise refuse(path, "change a log dir in place")
+
+
 def ensure_not_locked(log_dir: str | os.PathLike[str]) -> None:
     """Raise :class:`~kafkalog_spark.errors.LogDirLockedError` if another process (a running
     broker) holds ``<log_dir>/.lock``; a lock this process holds is fine.
@@ -75,6 +85,7 @@ def ensure_not_locked(log_dir: str | os.PathLike[str]) -> None:
     log_dir : path
         A Kafka log directory.
     """
+    ensure_local(log_dir)
     pid = lock_holder(log_dir)
     if pid is not None and pid != os.getpid():
         raise LogDirLockedError(

@@ -189,9 +189,9 @@ def build_filesystem(store: str, options: Mapping[str, str], account: str = ""):
 def refuse(path: ObjectPath | str, what: str) -> RemoteStorageError:
     """The error for an operation an object store cannot do safely."""
     return RemoteStorageError(
-        f"object storage cannot {what}: in-place maintenance (compact, retain, recover, "
-        "rebuild-index) needs atomic renames; copy the log dir to a local disk, run it there, "
-        "and upload the result", Location(file=str(path)))
+        f"object storage cannot {what} (no atomic rename, no lock): compact, retain, recover, "
+        "rebuild-index and writes into a log dir run on local disks only; copy the log dir to "
+        "a local disk, run there, and upload the result", Location(file=str(path)))
 
 
 def store_error(exc: OSError, uri: str, what: str) -> OSError:

@@ -187,6 +187,15 @@ class RemoteStorage:
 
         return bool(_obj(path).key) and self._info(path).type == FileType.File
 
+    def missing_reason(self, path: ObjectPath | str) -> str:
+        from pyarrow.fs import FileType
+
+        p = _obj(path)
+        if self._call(p, "stat", lambda: self.arrow_fs.get_file_info(p.bucket)).type \
+                == FileType.NotFound:
+            return f"no such bucket {p.bucket!r} (or no access to it)"
+        return "no such object or folder under this prefix"
+
     def is_dir(self, path: ObjectPath | str) -> bool:
         from pyarrow.fs import FileType
 

@@ -114,6 +114,10 @@ class LocalStorage:
     def is_file(self, path: PathLike) -> bool:
         return Path(path).is_file()
 
+    def missing_reason(self, path: PathLike) -> str:
+        """Why a path that does not exist is missing (for the error a user sees)."""
+        return "no such file or directory"
+
     def is_dir(self, path: PathLike) -> bool:
         return Path(path).is_dir()
 

@@ -25,7 +25,7 @@ from typing import Any
 from ..codec.checkpoints import parse_java_properties
 from ..errors import InvalidOptionError, KafkaLogError, Location
 from . import naming as N
-from .storage import as_path, storage_for
+from .storage import as_path, storage_for, user_paths
 
 LONG_MAX = 2**63 - 1
 TOPIC_RESOURCE_TYPE = 2  # org.apache.kafka.common.config.ConfigResource.Type.TOPIC
@@ -175,10 +175,9 @@ def metadata_topic_configs(log_dirs: str | os.PathLike[str] | list) -> dict[str,
     from .storage import mapped_file
     from .reader import iter_log
 
-    dirs = [log_dirs] if isinstance(log_dirs, (str, os.PathLike)) else list(log_dirs)
     out: dict[str, dict[str, str]] = {}
-    for d in dirs:
-        mdir = as_path(d) / f"{N.METADATA_TOPIC}-0"
+    for d in user_paths(log_dirs):
+        mdir = d / f"{N.METADATA_TOPIC}-0"
         fs = storage_for(mdir)
         if not fs.is_dir(mdir):
             continue

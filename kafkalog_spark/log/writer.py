@@ -54,7 +54,7 @@ import pyarrow.compute as pc
 from ..codec.encode import DEFAULT_MAX_BATCH_BYTES
 from ..codec.index import DEFAULT_INDEX_INTERVAL_BYTES
 from ..errors import InvalidOptionError
-from .lock import hold_lock
+from .lock import ensure_local, hold_lock
 from .naming import check_topic
 from .partition_files import Step
 from .publish import WRITE_MODES, PartitionWrite, publish
@@ -128,6 +128,7 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
                              leader_epoch=leader_epoch)
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
+    ensure_local(log_dir)
     log_dir = Path(log_dir)
     storage_for(log_dir).make_dirs(log_dir, exist_ok=True)
     staging = create_staging_dir(log_dir)

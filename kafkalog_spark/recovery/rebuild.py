@@ -30,7 +30,7 @@ from ..errors import KafkaLogError
 from ..log import naming as N
 from ..log.discovery import discover
 from ..log.model import PartitionDir, Segment
-from ..log.lock import ensure_not_locked, hold_lock
+from ..log.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.storage import mapped_file, storage_for
 from ..log.verify_partitions import compare_snapshot
 from ..log.verify_segments import ERROR, Problem, check_offset_index, check_time_index
@@ -256,6 +256,7 @@ def rebuild_indexes(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[s
     LogDirLockedError
         A running broker holds a log dir's ``.lock``.
     """
+    ensure_local(paths)
     found = discover(paths)
     require_kafka_data(found)
     report = RebuildReport(executed=execute_plan)

@@ -49,7 +49,7 @@ from ..log import swap
 from ..log.atomic import read_checkpoint_file
 from ..log.discovery import _classify, _scan_partition_dir, discover
 from ..log.model import LogDir, PartitionDir
-from ..log.lock import ensure_not_locked, hold_lock
+from ..log.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.storage import mapped_file, storage_for
 from ..log.staging import STAGING_INFIX
 from ..log.selection import require_kafka_data
@@ -128,6 +128,7 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     InvalidOptionError
         A path that is not a log dir, or a quarantine inside a log dir.
     """
+    ensure_local(log_dirs)
     found = discover(log_dirs)
     require_kafka_data(found)
     if found.partitions:
