@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import pyarrow as pa
@@ -29,7 +31,9 @@ import pyarrow.parquet as pq
 
 from ..errors import KafkaLogError, Location
 from ..log.atomic import atomic_write_text
-from ..log.storage import storage_for
+from ..log.object_options import for_delta_rs
+from ..log.object_path import ObjectPath
+from ..log.storage import is_local, storage_for
 
 STATE_DIR = "_kafkalog"  # leading underscore: Delta readers and VACUUM leave it alone
 FILE_PREFIX = "part-kafkalog-"
@@ -52,20 +56,33 @@ class DataFile:
     stats: str
 
 
+def delta_options(path: Path | ObjectPath) -> dict[str, str] | None:
+    """delta-rs ``storage_options`` for a table at ``path``: an object-store path's own options
+    in delta-rs's names (:func:`~kafkalog_spark.log.object_options.for_delta_rs`), else none."""
+    if isinstance(path, ObjectPath):
+        return for_delta_rs(path.store, path.options, path.account)
+    return None
+
+
+def delta_table(path: Path | ObjectPath):
+    """The ``deltalake.DeltaTable`` at ``path`` (local or on an object store)."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(str(path), storage_options=delta_options(path))
+
+
 def table_exists(path: Path) -> bool:
     """Whether ``path`` holds a Delta table (a ``_delta_log`` with a commit)."""
     from deltalake import DeltaTable
 
-    return DeltaTable.is_deltatable(str(path))
+    return DeltaTable.is_deltatable(str(path), storage_options=delta_options(path))
 
 
 def migrated_offsets(path: Path, app_ids: list[str]) -> dict[str, int]:
     """``{app id: version}`` of the application transactions the table has recorded."""
     if not table_exists(path):
         return {}
-    from deltalake import DeltaTable
-
-    table = DeltaTable(str(path))
+    table = delta_table(path)
     out = {}
     for app_id in app_ids:
         version = table.transaction_version(app_id)
@@ -75,9 +92,19 @@ def migrated_offsets(path: Path, app_ids: list[str]) -> dict[str, int]:
 
 
 @contextmanager
-def table_lock(path: Path) -> Iterator[None]:
-    """Hold the table's migration lock (non-blocking: a second run fails at once)."""
+def table_lock(path: Path, single_writer: bool = False) -> Iterator[None]:
+    """Hold the table's migration lock (non-blocking: a second run fails at once).
+
+    An object store has no lock: there a run relies on the commit alone, which writes the next
+    version file only if it does not exist yet (the store's conditional write) and fails
+    otherwise; :func:`require_conditional_commits` checks the store honours that, unless
+    ``single_writer`` accepts the risk."""
     fs = storage_for(path)
+    if not is_local(fs):
+        if not single_writer:
+            require_conditional_commits(path)
+        yield
+        return
     state = path / STATE_DIR
     fs.make_dirs(state, exist_ok=True)
     fd = fs.lock(state / "migrate.lock", record=False)  # a BSD flock
@@ -88,6 +115,54 @@ def table_lock(path: Path) -> Iterator[None]:
         yield
     finally:
         fs.unlock(fd)  # closing drops the flock
+
+
+_CONDITIONAL: dict[tuple, bool] = {}  # per store, bucket and options: probed once per process
+
+
+def require_conditional_commits(path: ObjectPath) -> None:
+    """Refuse a store that does not make a Delta commit exclusive.
+
+    Probed once per bucket: on a scratch table under the table's ``_kafkalog`` folder, two
+    writers that both read version 0 commit version 1; the store must refuse the second
+    (``If-None-Match`` on S3, generation preconditions on GCS, ``If-None-Match`` on Azure).
+
+    Raises
+    ------
+    ConcurrentMigrationError
+        The store accepted both commits: concurrent runs could lose each other's commits. The
+        message names ``single_writer``, the option that accepts that risk.
+    """
+    key = (path.store, path.account, path.bucket, tuple(sorted(path.options.items())))
+    if key not in _CONDITIONAL:
+        _CONDITIONAL[key] = _probe_conditional_commits(path / STATE_DIR / f"probe-{uuid.uuid4().hex}")
+    if not _CONDITIONAL[key]:
+        raise ConcurrentMigrationError(
+            "this store does not refuse a second commit of the same Delta version (no "
+            "conditional writes), so two runs on one table could silently lose a commit; run "
+            "one migration at a time per table and set single_writer=True (--single-writer) to "
+            "accept that", Location(str(path)))
+
+
+def _probe_conditional_commits(probe: ObjectPath) -> bool:
+    from deltalake import Schema
+    from deltalake.exceptions import CommitFailedError
+    from deltalake.transaction import CommitProperties, create_table_with_add_actions
+
+    schema = pa.schema([pa.field("x", pa.int64())])
+    once = CommitProperties(max_commit_retries=0)
+    try:
+        create_table_with_add_actions(str(probe), Schema.from_arrow(schema), [],
+                                      storage_options=delta_options(probe))
+        first, second = delta_table(probe), delta_table(probe)
+        first.create_write_transaction([], "append", schema, commit_properties=once)
+        try:
+            second.create_write_transaction([], "append", schema, commit_properties=once)
+        except CommitFailedError:
+            return True
+        return False
+    finally:
+        storage_for(probe).remove_tree(probe, ignore_errors=True)
 
 
 def begin_run(path: Path, run_id: str) -> Path:
@@ -129,9 +204,7 @@ def clean_killed_runs(path: Path) -> list[str]:
 
 
 def _committed_runs(path: Path) -> set[str]:
-    from deltalake import DeltaTable
-
-    table = DeltaTable(str(path))
+    table = delta_table(path)
     return {str(h[RUN_ID_KEY]) for h in table.history(_HISTORY_LOOKBACK) if RUN_ID_KEY in h}
 
 
@@ -141,7 +214,7 @@ def data_file(root: Path, relative: str, partition_values: dict[str, str | None]
     files by; string/timestamp bounds are left out rather than risk truncation errors)."""
     full = root / relative
     fs = storage_for(full)
-    meta = pq.read_metadata(full, filesystem=fs.arrow_fs)
+    meta = pq.read_metadata(fs.arrow_path(full), filesystem=fs.arrow_fs)
     schema = meta.schema.to_arrow_schema()
     mins: dict[str, int] = {}
     maxs: dict[str, int] = {}
@@ -202,24 +275,39 @@ def commit(path: Path, schema: pa.Schema, partition_by: tuple[str, ...], files: 
     InvalidOptionError
         Partition columns or column types that differ from the existing table's.
     """
-    from deltalake import DeltaTable, Schema
+    from deltalake import Schema
+    from deltalake.exceptions import CommitFailedError
     from deltalake.transaction import (AddAction, CommitProperties, Transaction,
                                        create_table_with_add_actions)
 
     now = int(time.time() * 1000)
     adds = [AddAction(f.path, f.size, f.partition_values, now, True, f.stats) for f in files]
+    # no retries: a commit that meets another writer's fails (the store's conditional write
+    # refuses the version file) instead of being rebased onto offsets it did not plan from
     props = CommitProperties(
         custom_metadata={RUN_ID_KEY: run_id, **(extra_metadata or {})},
-        app_transactions=[Transaction(app, v, now) for app, v in sorted(versions.items())])
-    if not table_exists(path):
-        if planned_from:
-            raise ConcurrentMigrationError("the table disappeared while migrating",
-                                           Location(str(path)))
-        create_table_with_add_actions(str(path), Schema.from_arrow(schema), adds, mode="error",
-                                      partition_by=list(partition_by) or None,
-                                      commit_properties=props)
-        return DeltaTable(str(path)).version()
-    table = DeltaTable(str(path))
+        app_transactions=[Transaction(app, v, now) for app, v in sorted(versions.items())],
+        max_commit_retries=0)
+    try:
+        if not table_exists(path):
+            if planned_from:
+                raise ConcurrentMigrationError("the table disappeared while migrating",
+                                               Location(str(path)))
+            create_table_with_add_actions(str(path), Schema.from_arrow(schema), adds,
+                                          mode="error", partition_by=list(partition_by) or None,
+                                          storage_options=delta_options(path),
+                                          commit_properties=props)
+            return delta_table(path).version()
+        return _append(path, schema, partition_by, adds, planned_from, props)
+    except CommitFailedError as exc:
+        raise ConcurrentMigrationError(f"another writer committed to the table while this run "
+                                       f"did ({exc}); nothing was committed: run again",
+                                       Location(str(path))) from None
+
+
+def _append(path: Path, schema: pa.Schema, partition_by: tuple[str, ...], adds: list,
+            planned_from: dict[str, int], props: Any) -> int:
+    table = delta_table(path)
     for app, v in planned_from.items():
         if table.transaction_version(app) != v:
             raise ConcurrentMigrationError(
@@ -229,7 +317,7 @@ def commit(path: Path, schema: pa.Schema, partition_by: tuple[str, ...], files: 
     table.create_write_transaction(adds, "append", merged,
                                    partition_by=table.metadata().partition_columns or None,
                                    commit_properties=props)
-    return DeltaTable(str(path)).version()
+    return delta_table(path).version()
 
 
 def evolve_schema(table, schema: pa.Schema, partition_by: tuple[str, ...]) -> pa.Schema:

@@ -146,8 +146,8 @@ class _DataFiles:
         self.current = self.root / rel
         fs = storage_for(self.current)
         fs.make_dirs_below(self.root, self.current.parent)  # never the root itself
-        self.open[values] = (pq.ParquetWriter(self.current, self.schema, filesystem=fs.arrow_fs,
-                                              **PARQUET_OPTIONS), rel)
+        self.open[values] = (pq.ParquetWriter(fs.arrow_path(self.current), self.schema,
+                                              filesystem=fs.arrow_fs, **PARQUET_OPTIONS), rel)
         self.buffers[values], self.buffered[values] = [], 0
         self.written.append((rel, values))
 

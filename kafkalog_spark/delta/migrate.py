@@ -15,14 +15,14 @@ import contextlib
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidOptionError, Location, LogDirError
-from ..log.storage import storage_for
-from .commit import (begin_run, clean_killed_runs, commit, end_run, migrated_offsets,
-                     table_lock)
+from ..log.storage import as_path, storage_for, user_paths
+from .commit import (begin_run, clean_killed_runs, commit, delta_table, end_run,
+                     migrated_offsets, table_lock)
 from .options import MigrateOptions, parse_migrate_options
 from .plan import TablePlan, plan_table, source_partitions
 
@@ -36,6 +36,8 @@ Step = Callable[[str, Path], None]
 def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
             spark: "SparkSession | None" = None, dry_run: bool = False,
             step: Step | None = None, options: MigrateOptions | None = None,
+            storage_options: Mapping[str, str] | None = None,
+            source_storage_options: Mapping[str, str] | None = None,
             **kwargs: Any) -> dict:
     """Migrate the records of Kafka log dirs into Delta tables, continuing where the last run
     stopped.
@@ -53,6 +55,12 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
         Only plan: report per partition the offsets a run would migrate; write nothing.
     step : callable, optional
         ``step(name, table_path)`` at each point a run can be killed (see the module doc).
+    storage_options : mapping, optional
+        For ``s3://``, ``gs://``, ``abfss://`` paths: endpoint, region, credentials (the names
+        delta-rs takes, :mod:`kafkalog_spark.log.object_options`), for the destination and,
+        unless ``source_storage_options`` are given, for the sources.
+    source_storage_options : mapping, optional
+        The sources' store options when they differ from the destination's.
     options : MigrateOptions, optional
         Parsed options; else ``kwargs`` are parsed (see
         :data:`~kafkalog_spark.delta.options.MIGRATE_OPTIONS`: ``topics``, ``topic_pattern``,
@@ -80,14 +88,15 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
     opts = options if options is not None else parse_migrate_options(kwargs)
     if options is not None and kwargs:
         raise InvalidOptionError("give either options= or option keywords, not both")
-    srcs = [sources] if isinstance(sources, (str, os.PathLike)) else list(sources)
+    srcs = user_paths(sources, storage_options if source_storage_options is None
+                      else source_storage_options)
     engine = _engine(opts, spark)
     writer = _writer(opts, spark, engine)
     run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
     metrics: dict[str, Any] = {"run_id": run_id, "engine": engine, "writer": writer,
                                "dry_run": dry_run, "records": 0, "files": 0, "commits": 0,
                                "data_loss": [], "cleaned": [], "tables": []}
-    dest = Path(dest)
+    dest = as_path(dest, storage_options)
     with contextlib.ExitStack() as held:  # the migration lock of every table of the run
         planned: list[tuple[TablePlan, dict[str, int]]] = []
         for name, parts in sorted(source_partitions(srcs, opts).items()):
@@ -99,7 +108,7 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
                 metrics["tables"].append(_table_metrics(plan, None, []))
                 continue
             storage_for(path).make_dirs(path, exist_ok=True)
-            held.enter_context(table_lock(path))
+            held.enter_context(table_lock(path, opts.single_writer))
             metrics["cleaned"] += [str(path / f) for f in clean_killed_runs(path)]
             reached = migrated_offsets(path, app_ids)
             plan = plan_table(path, parts, opts, reached)
@@ -147,9 +156,7 @@ def _run_table(plan: TablePlan, opts: MigrateOptions, spark: Any, writer: str,
         from .spark_job import write_delta_spark
 
         write_delta_spark(spark, plan, read_options, opts)
-        from deltalake import DeltaTable
-
-        return DeltaTable(str(plan.path)).version(), []
+        return delta_table(plan.path).version(), []
     begin_run(plan.path, run_id)
     from .files import write_local
 
@@ -186,8 +193,8 @@ def _check_inputs(plan: TablePlan, files: list) -> None:
     removed while the run read (retention, a hand-made cleanup) would leave a hole the
     recorded offsets would hide forever, and an ``add`` of a missing file breaks the table.
     Nothing is committed; the run's files are deleted by the next run."""
-    missing = [(log, "segment") for p in plan.pending for log in p.segments
-               if not storage_for(log).exists(log)]
+    logs = [as_path(log, plan.source_storage) for p in plan.pending for log in p.segments]
+    missing = [(str(log), "segment") for log in logs if not storage_for(log).exists(log)]
     fs = storage_for(plan.path)
     missing += [(str(plan.path / f.path), "data file") for f in files
                 if not fs.exists(plan.path / f.path)]

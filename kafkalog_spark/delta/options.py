@@ -59,6 +59,9 @@ MIGRATE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("writer", "auto", "delta-rs: Parquet files committed by deltalake; delta-spark: "
                "df.write.format('delta') (needs the Delta jars); auto: delta-spark when its "
                "jars are on the session's classpath"),
+    OptionSpec("single_writer", False, "a table on an object store whose writes are not "
+               "conditional (the version file of a commit may be overwritten): accept that "
+               "only one migration writes the table at a time; refused otherwise"),
 )
 
 
@@ -78,6 +81,7 @@ class MigrateOptions:
     app_id_prefix: str = "kafkalog"
     engine: str = "auto"
     writer: str = "auto"
+    single_writer: bool = False
 
     def wants(self, topic: str) -> bool:
         """Whether ``topics`` / ``topic_pattern`` select this topic."""
@@ -132,6 +136,7 @@ def parse_migrate_options(options: Mapping[str, object] | None = None, **kwargs:
         app_id_prefix=_app_id_prefix(raw.get("app_id_prefix", "kafkalog")),
         engine=_choice("engine", raw.get("engine", "auto"), ENGINES),
         writer=_choice("writer", raw.get("writer", "auto"), WRITERS),
+        single_writer=_bool("single_writer", raw.get("single_writer", False)),
     )
 
 

@@ -22,11 +22,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from ..codec.checkpoints import parse_offset_checkpoint
+from ..datasource.options import STORAGE_PREFIX
 from ..errors import KafkaLogError, Location
 from ..log.atomic import read_checkpoint_file
 from ..log.discovery import describe_segment, discover
 from ..log.model import PartitionDir
 from ..log.naming import LOG_START_OFFSET_CHECKPOINT
+from ..log.object_path import ObjectPath
 from ..log.transactions import transaction_view
 from ..log.selection import require_kafka_data
 from .columns import table_schema
@@ -75,6 +77,7 @@ class TablePlan:
     schema: pa.Schema
     partitions: list[PartitionPlan] = field(default_factory=list)
     gaps: list[dict] = field(default_factory=list)
+    source_storage: dict[str, str] = field(default_factory=dict)  # the sources' store options
 
     @property
     def pending(self) -> list[PartitionPlan]:
@@ -105,6 +108,7 @@ class TablePlan:
             "includeMetadata": str(opts.include_metadata).lower(),
             "kafka.isolation.level": "read_committed" if opts.read_committed
             else "read_uncommitted",
+            **{STORAGE_PREFIX + k: v for k, v in self.source_storage.items()},
         }
 
 
@@ -155,6 +159,9 @@ def plan_table(path: Path, parts: list[tuple[PartitionDir, int]], opts: MigrateO
     """
     topics = frozenset(p.topic for p, _ in parts if p.topic is not None)
     plan = TablePlan(path, topics, table_schema(opts, topics))
+    first = parts[0][0].path if parts else None
+    if isinstance(first, ObjectPath):
+        plan.source_storage = dict(first.options)
     for part, log_start in sorted(parts, key=lambda x: (x[0].topic or "", x[0].partition or 0)):
         topic, partition = part.topic or "", part.partition or 0
         log_end = describe_segment(part.segments[-1]).next_offset if part.segments else log_start

@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Callable, TypeVar
 
 from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirError
@@ -36,7 +35,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
         The write or rename failed; the message names the file. The target is untouched and
         the ``.tmp`` file removed.
     """
-    target = Path(path).absolute()
+    target = as_path(path).absolute()
     try:
         storage_for(target).replace_whole(target, data)
     except OSError as exc:
@@ -89,4 +88,4 @@ def disk_errors(what: str, path: str | os.PathLike[str] | None = None) -> Iterat
     except OSError as exc:
         name = exc.filename if exc.filename is not None else path
         raise LogDirError(f"{what} failed: {exc.strerror or exc}",
-                          Location(None if name is None else os.fspath(name))) from exc
+                          Location(None if name is None else str(name))) from exc

@@ -95,6 +95,34 @@ def from_hadoop(conf: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
+# options delta-rs (object_store) takes under the same name, per store; the rest are ours
+_DELTA_RS = {
+    "s3": ("aws_access_key_id", "aws_secret_access_key", "aws_session_token", "aws_region",
+           "aws_endpoint_url", "aws_virtual_hosted_style_request"),
+    "gs": (),
+    "abfs": ("azure_storage_account_name", "azure_storage_account_key", "azure_storage_sas_key",
+             "azure_storage_client_id", "azure_storage_client_secret", "azure_storage_tenant_id",
+             "azure_storage_endpoint", "azure_storage_use_emulator"),
+}
+
+
+def for_delta_rs(store: str, options: Mapping[str, str], account: str = "") -> dict[str, str]:
+    """The ``storage_options`` delta-rs needs to reach the same store as ``options`` do here
+    (unset options fall to delta-rs's own provider chain, as here)."""
+    out = {k: v for k, v in options.items() if k in _DELTA_RS.get(store, ())}
+    endpoint = options.get("aws_endpoint_url") or options.get("azure_storage_endpoint") or ""
+    if endpoint.startswith("http://") or _flag(options, "aws_allow_http"):
+        out["allow_http"] = "true"
+    if store == "s3" and endpoint and "aws_region" not in out:
+        out["aws_region"] = "us-east-1"  # as build_filesystem: S3-compatible servers take any
+    if store == "abfs" and account and "azure_storage_account_name" not in out:
+        out["azure_storage_account_name"] = account
+    for name in ("timeout", "connect_timeout"):
+        if name in options:
+            out[name] = f"{float(options[name]):g}s"
+    return out
+
+
 def redacted(options: Mapping[str, str]) -> dict[str, str]:
     """``options`` with every secret's value replaced by ``***`` (for reports and logs)."""
     return {k: "***" if k in SECRET_OPTIONS else v for k, v in options.items()}

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
 from ..errors import InvalidOptionError
+from .object_options import normalize_options
 
 SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "abfs": "abfs", "abfss": "abfs",
            "az": "abfs"}
@@ -133,16 +135,19 @@ class ObjectPath:
             return False
         return not other.key or self.key == other.key or self.key.startswith(other.key + "/")
 
-    def relative_to(self, other: "ObjectPath") -> str:
+    def relative_to(self, other: "ObjectPath") -> PurePosixPath:
         if not self.is_relative_to(other):
             raise ValueError(f"{self} is not below {other}")
-        return self.key[len(other.key):].lstrip("/") if other.key else self.key
+        return PurePosixPath(self.key[len(other.key):].lstrip("/") if other.key else self.key)
 
     def absolute(self) -> "ObjectPath":
         return self
 
     def as_uri(self) -> str:
         return str(self)
+
+
+UserPath = str | os.PathLike[str] | ObjectPath
 
 
 def is_remote(path: object) -> bool:
@@ -152,3 +157,30 @@ def is_remote(path: object) -> bool:
     if isinstance(path, str) and "://" in path:
         return path.split("://", 1)[0].lower() in SCHEMES
     return False
+
+
+def as_path(path: UserPath,
+            storage_options: Mapping[str, str] | None = None) -> Path | ObjectPath:
+    """A user-given path as the package handles it: an ``ObjectPath`` carrying the normalised
+    ``storage_options`` for an object-store URI, else a local ``Path`` (``file://`` too)."""
+    if isinstance(path, ObjectPath):
+        return path if storage_options is None else ObjectPath(
+            str(path), normalize_options(storage_options))
+    text = os.fspath(path)
+    if is_remote(text):
+        return ObjectPath(text, normalize_options(storage_options))
+    if text.startswith("file://"):
+        return Path(text[len("file://"):])
+    return Path(text)
+
+
+def user_paths(paths: UserPath | Sequence[UserPath],
+               storage_options: Mapping[str, str] | None = None) -> list[Path | ObjectPath]:
+    """One path or a sequence of paths, each through :func:`as_path`."""
+    one = isinstance(paths, (str, os.PathLike, ObjectPath))
+    return [as_path(p, storage_options) for p in ([paths] if one else paths)]
+
+
+def absolute_name(path: UserPath) -> str:
+    """The absolute path (``os.path.abspath``) or the URI, as reports name a file."""
+    return str(path) if is_remote(path) else os.path.abspath(path)

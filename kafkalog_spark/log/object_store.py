@@ -97,14 +97,14 @@ class RemoteStorage:
 
     def _info(self, path: ObjectPath | str):
         p = _obj(path)
-        self.requests.add(0)
+        self.requests.count("head")
         return self._call(p, "stat", lambda: self.arrow_fs.get_file_info(p.arrow_path))
 
     def scandir(self, path: ObjectPath | str) -> AbstractContextManager[Iterator[RemoteEntry]]:
         p = _obj(path)
         from pyarrow.fs import FileSelector, FileType
 
-        self.requests.add(0)
+        self.requests.count("list")
         infos = self._call(p, "list", lambda: self.arrow_fs.get_file_info(
             FileSelector(p.arrow_path, recursive=False, allow_not_found=False)))
         entries = []
@@ -124,7 +124,7 @@ class RemoteStorage:
         p = _obj(path)
         from pyarrow.fs import FileSelector
 
-        self.requests.add(0)
+        self.requests.count("list")
         infos = self._call(p, "list", lambda: self.arrow_fs.get_file_info(
             FileSelector(p.arrow_path, recursive=True, allow_not_found=True)))
         prefix = p.arrow_path + "/"
@@ -154,7 +154,7 @@ class RemoteStorage:
         rel = pattern[len(str(root)):].lstrip("/")
         from pyarrow.fs import FileSelector
 
-        self.requests.add(0)
+        self.requests.count("list")
         infos = self._call(root, "list", lambda: self.arrow_fs.get_file_info(
             FileSelector(root.arrow_path, recursive=True, allow_not_found=True)))
         prefix = root.arrow_path + "/"
@@ -220,25 +220,25 @@ class RemoteStorage:
     # --- reading ------------------------------------------------------------------------------
 
     def read_bytes(self, path: ObjectPath | str, limit: int | None = None) -> bytes:
+        return self.read_ranges(path, [(0, limit)])[0]
+
+    def read_ranges(self, path: ObjectPath | str, ranges: Sequence[tuple[int, int | None]]
+                    ) -> list[bytes]:
+        """The bytes ``[start, end)`` of each range (``end`` ``None``: to the end of the object;
+        clipped at the end): one HEAD for the size, then one ranged GET per range."""
         p = _obj(path)
 
-        def read() -> bytes:
+        def read() -> list[bytes]:
+            self.requests.count("head")
             with self.arrow_fs.open_input_file(p.arrow_path) as f:
-                n = f.size() if limit is None else min(limit, f.size())
-                self.requests.add(n)
-                return f.read_at(n, 0) if n else b""
-
-        return self._call(p, "read", read)
-
-    def read_range(self, path: ObjectPath | str, start: int, length: int) -> bytes:
-        """``length`` bytes from ``start`` (fewer at the end of the object): one ranged GET."""
-        p = _obj(path)
-
-        def read() -> bytes:
-            with self.arrow_fs.open_input_file(p.arrow_path) as f:
-                n = max(0, min(length, f.size() - start))
-                self.requests.add(n)
-                return f.read_at(n, start) if n else b""
+                size = f.size()
+                out = []
+                for start, end in ranges:
+                    n = max(0, min(size if end is None else end, size) - start)
+                    if n:
+                        self.requests.count("get", n)
+                    out.append(f.read_at(n, start) if n else b"")
+                return out
 
         return self._call(p, "read", read)
 
@@ -247,7 +247,7 @@ class RemoteStorage:
 
     def open_read(self, path: ObjectPath | str) -> BinaryIO:
         p = _obj(path)
-        self.requests.add(0)
+        self.requests.count("head")
         return self._call(p, "open", lambda: self.arrow_fs.open_input_file(p.arrow_path))
 
     @contextmanager
@@ -276,8 +276,8 @@ class RemoteStorage:
             size = self.size(path)
         buf = np.zeros(size, np.uint8)
         try:
-            for start, end in coalesce(ranges, size):
-                data = self.read_range(path, start, end - start)
+            wanted = coalesce(ranges, size)
+            for (start, _), data in zip(wanted, self.read_ranges(path, wanted) if wanted else []):
                 buf[start:start + len(data)] = np.frombuffer(data, np.uint8)
         except OSError as exc:
             raise LogDirError(f"cannot read object: {exc.strerror}",
@@ -302,7 +302,7 @@ class RemoteStorage:
 
     def open_write(self, path: ObjectPath | str) -> BinaryIO:
         p = _obj(path)
-        self.requests.add(0)
+        self.requests.count("put")
         return self._call(p, "write", lambda: self.arrow_fs.open_output_stream(p.arrow_path))
 
     def close_durably(self, f: BinaryIO) -> None:
@@ -412,22 +412,24 @@ class RemoteStorage:
 
 
 class RequestCounter:
-    """GET/LIST/HEAD requests and bytes fetched by this process (what the benchmark reports)."""
+    """The requests this process sent to one store (``head``, ``get``, ``list``, ``put``) and
+    the bytes its GETs fetched: what the object-storage benchmark reports."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.requests = 0
+        self.counts: dict[str, int] = {}
         self.bytes = 0
 
-    def add(self, nbytes: int) -> None:
+    def count(self, kind: str, nbytes: int = 0) -> None:
         with self._lock:
-            self.requests += 1
+            self.counts[kind] = self.counts.get(kind, 0) + 1
             self.bytes += nbytes
 
-    def reset(self) -> tuple[int, int]:
+    def reset(self) -> dict[str, int]:
+        """The counts so far (``bytes`` included), starting again from zero."""
         with self._lock:
-            out = (self.requests, self.bytes)
-            self.requests = self.bytes = 0
+            out = {**self.counts, "bytes": self.bytes}
+            self.counts, self.bytes = {}, 0
             return out
 
 

@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import Location, LogDirError
 from .naming import TMP_SUFFIX
-from .object_options import normalize_options
-from .object_path import ObjectPath, is_remote
+from .object_path import ObjectPath, absolute_name, as_path, is_remote, user_paths
 from .object_store import RemoteStorage, remote_storage
 
 if TYPE_CHECKING:  # numpy is imported when a file is first mapped: the CLI's start stays light
@@ -115,8 +114,7 @@ class LocalStorage:
         return Path(path).is_file()
 
     def missing_reason(self, path: PathLike) -> str:
-        """Why a path that does not exist is missing (for the error a user sees)."""
-        return "no such file or directory"
+        return "no such file or directory"  # object stores say more: no bucket, no prefix
 
     def is_dir(self, path: PathLike) -> bool:
         return Path(path).is_dir()
@@ -397,6 +395,10 @@ class LocalStorage:
 
     # --- for libraries that open paths themselves -----------------------------------------
 
+    def arrow_path(self, path: PathLike) -> str:
+        """``path`` as :attr:`arrow_fs` takes it."""
+        return os.fspath(path)
+
     @property
     def arrow_fs(self):
         """The ``pyarrow.fs.FileSystem`` for this storage, for pyarrow calls that take a path
@@ -466,39 +468,11 @@ def storage_for(path: PathLike | ObjectPath) -> LocalStorage | RemoteStorage:
     return LOCAL
 
 
-def as_path(path: PathLike | ObjectPath,
-            storage_options: Mapping[str, str] | None = None) -> Path | ObjectPath:
-    """A user-given path as the package handles it: an ``ObjectPath`` carrying the normalised
-    ``storage_options`` for an object-store URI, else a local ``Path`` (``file://`` too)."""
-    if isinstance(path, ObjectPath):
-        return path if storage_options is None else ObjectPath(
-            str(path), normalize_options(storage_options))
-    text = os.fspath(path)
-    if is_remote(text):
-        return ObjectPath(text, normalize_options(storage_options))
-    if text.startswith("file://"):
-        return Path(text[len("file://"):])
-    return Path(text)
-
-
 def is_local(storage: LocalStorage | RemoteStorage) -> bool:
     """Whether ``storage`` is the local file system (maps, atomic renames, locks)."""
     return isinstance(storage, LocalStorage)
 
 
-def user_paths(paths: PathLike | ObjectPath | Sequence[PathLike | ObjectPath],
-               storage_options: Mapping[str, str] | None = None) -> list[Path | ObjectPath]:
-    """One path or a sequence of paths, each through :func:`as_path`."""
-    one = isinstance(paths, (str, os.PathLike, ObjectPath))
-    return [as_path(p, storage_options) for p in ([paths] if one else paths)]
-
-
-def absolute_name(path: PathLike | ObjectPath) -> str:
-    """The absolute path (``os.path.abspath``) or the URI, as reports name a file."""
-    return str(path) if is_remote(path) else os.path.abspath(path)
-
-
 def mapped_file(path: PathLike | ObjectPath) -> AbstractContextManager[np.ndarray]:
-    """``storage_for(path).mapped(path)``: the file's bytes as a read-only ``uint8`` array for
-    the duration of a ``with`` block (see :meth:`LocalStorage.mapped`)."""
+    """``storage_for(path).mapped(path)``: the file as a read-only ``uint8`` array."""
     return storage_for(path).mapped(path)
