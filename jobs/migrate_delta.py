@@ -17,7 +17,8 @@ import sys
 
 from kafkalog_spark.delta import migrate
 from kafkalog_spark.report import run_job
-from kafkalog_spark.spark import session
+from kafkalog_spark.log.object_options import normalize_options
+from kafkalog_spark.spark import session, session_storage_options
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,11 +36,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-fail-on-data-loss", action="store_true")
     parser.add_argument("--writer", default="auto", choices=["auto", "delta-rs", "delta-spark"])
     parser.add_argument("--dry-run", action="store_true")
+    parser.add_argument("--single-writer", action="store_true",
+                        help="accept one migration at a time on a store without conditional "
+                             "writes")
+    parser.add_argument("--storage-option", action="append", default=[], metavar="NAME=VALUE",
+                        help="object-store option (over the session's spark.hadoop.fs.s3a.*)")
     args = parser.parse_args(argv)
     if len(args.paths) < 2:
         parser.error("give at least one SRC and a DEST")
     *sources, dest = args.paths
     spark = session(app_name="kafkalog-migrate-delta")
+    storage = {**session_storage_options(spark),
+               **normalize_options(dict(o.partition("=")[::2] for o in args.storage_option))}
     metrics = migrate(sources, dest, spark=spark, dry_run=args.dry_run, topics=args.topics,
                       topic_pattern=args.topic_pattern, layout=args.layout,
                       partition_by=args.partition_by, include_headers=not args.no_headers,
@@ -47,7 +55,8 @@ def main(argv: list[str] | None = None) -> int:
                       isolation_level=args.isolation_level,
                       decode_internal=not args.no_decode_internal,
                       fail_on_data_loss=not args.no_fail_on_data_loss, writer=args.writer,
-                      engine="spark")
+                      engine="spark", single_writer=args.single_writer,
+                      storage_options=storage or None)
     print(json.dumps(metrics, indent=2))
     return 0
 

@@ -242,16 +242,23 @@ def register(spark: Any) -> None:
     the source's default object-store options (:func:`~.log.object_options.from_hadoop`);
     options given on a read or write win."""
     from .datasource import KafkaLogDataSource
-    from .log.object_options import from_hadoop
 
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
-    prefix = "spark.hadoop."
-    hadoop = {k[len(prefix):]: v for k, v in spark.sparkContext.getConf().getAll()
-              if k.startswith(prefix + "fs.s3a.")}
     source = KafkaLogDataSource
-    if hadoop:
+    storage = session_storage_options(spark)
+    if storage:
         # a subclass that no module names is pickled by value: it carries the settings to the
         # Python workers that plan reads (pickled by reference, they would be lost)
         source = type("SessionKafkaLogDataSource", (KafkaLogDataSource,),
-                      {"session_storage": from_hadoop(hadoop)})
+                      {"session_storage": storage})
     spark.dataSource.register(source)
+
+
+def session_storage_options(spark: Any) -> dict[str, str]:
+    """Object-store options from the session's ``spark.hadoop.fs.s3a.*`` settings (endpoint,
+    keys, region, path style: :func:`~.log.object_options.from_hadoop`)."""
+    from .log.object_options import from_hadoop
+
+    prefix = "spark.hadoop."
+    return from_hadoop({k[len(prefix):]: v for k, v in spark.sparkContext.getConf().getAll()
+                        if k.startswith(prefix + "fs.s3a.")})

@@ -13,6 +13,8 @@ import json
 import click
 
 from ..delta.migrate import migrate
+from ..log.storage import user_paths
+from .options import PathOrURI, parse_storage_options, storage_option
 from .progress import Progress, progress_option, segment_files
 
 
@@ -42,8 +44,8 @@ def render(metrics: dict) -> str:
 
 
 @click.command("migrate")
-@click.argument("src", nargs=-1, required=True, type=click.Path(exists=True))
-@click.argument("dest", type=click.Path(file_okay=False))
+@click.argument("src", nargs=-1, required=True, type=PathOrURI(exists=True))
+@click.argument("dest", type=PathOrURI(file_okay=False))
 @click.option("--topic", "topics", multiple=True, help="Migrate this topic (repeatable).")
 @click.option("--topic-pattern", default=None, help="Regular expression topics must match.")
 @click.option("--layout", type=click.Choice(["per-topic", "single"]), default="per-topic",
@@ -67,12 +69,20 @@ def render(metrics: dict) -> str:
 @click.option("--master", default=None, help="Spark master for --spark (default local[*]).")
 @click.option("--dry-run", is_flag=True, help="Only plan; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
+@click.option("--single-writer", is_flag=True,
+              help="DEST is on an object store whose writes are not conditional: accept that "
+                   "one migration at a time writes each table (refused otherwise).")
+@storage_option
+@click.option("--source-storage-option", "source_storage_options", multiple=True,
+              metavar="NAME=VALUE", callback=parse_storage_options,
+              help="Store option for the SRC log dirs when they differ from DEST's.")
 @progress_option
 def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_pattern: str | None,
             layout: str, partition_by: str | None, headers: bool, metadata: bool,
             isolation_level: str, decode_internal: bool, fail_on_data_loss: bool,
             app_id_prefix: str, use_spark: bool, master: str | None, dry_run: bool,
-            as_json: bool, progress: bool | None) -> None:
+            as_json: bool, single_writer: bool, storage_options: dict[str, str] | None,
+            source_storage_options: dict[str, str] | None, progress: bool | None) -> None:
     """Migrate the records of Kafka log dirs SRC... into Delta tables under DEST.
 
     Each run continues where the last stopped (offsets recorded in the tables as Delta
@@ -85,9 +95,11 @@ def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_patt
 
         spark = session(master, app_name="kafkalog-migrate")
     # with --spark the tasks read the files in other processes: the line shows elapsed time
-    files = (lambda: []) if use_spark else (lambda: segment_files(list(src)))
+    sources = user_paths(src, source_storage_options or storage_options)
+    files = (lambda: []) if use_spark else (lambda: segment_files(sources))
     with Progress("migrate", enabled=progress, files=files):
-        metrics = migrate(list(src), dest, spark=spark, dry_run=dry_run,
+        metrics = migrate(sources, dest, spark=spark, dry_run=dry_run,
+                          storage_options=storage_options, single_writer=single_writer,
                           topics=list(topics) or None, topic_pattern=topic_pattern,
                           layout=layout, partition_by=partition_by, include_headers=headers,
                           include_metadata=metadata, isolation_level=isolation_level,

@@ -36,24 +36,27 @@ class PathOrURI(click.ParamType):
         return self._local.convert(value, param, ctx)
 
 
+def parse_storage_options(ctx: Any, param: Any, values: tuple[str, ...]
+                          ) -> dict[str, str] | None:
+    """The click callback of ``--storage-option``-like options: ``NAME=VALUE`` pairs,
+    normalised (``log.object_options``)."""
+    pairs = {}
+    for item in values:
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise click.BadParameter(f"{item!r} is not NAME=VALUE", param=param)
+        pairs[name] = value
+    try:
+        return normalize_options(pairs) if pairs else None
+    except InvalidOptionError as exc:
+        raise click.BadParameter(str(exc), param=param) from None
+
+
 def storage_option(fn: Any) -> Any:
     """``--storage-option NAME=VALUE`` (repeatable), parsed into ``storage_options``."""
-
-    def parse(ctx: Any, param: Any, values: tuple[str, ...]) -> dict[str, str] | None:
-        pairs = {}
-        for item in values:
-            name, eq, value = item.partition("=")
-            if not eq:
-                raise click.BadParameter(f"{item!r} is not NAME=VALUE", param=param)
-            pairs[name] = value
-        try:
-            return normalize_options(pairs) if pairs else None
-        except InvalidOptionError as exc:
-            raise click.BadParameter(str(exc), param=param) from None
-
     return click.option(
         "--storage-option", "storage_options", multiple=True, metavar="NAME=VALUE",
-        callback=parse,
+        callback=parse_storage_options,
         help="Object-store option for s3:// gs:// abfss:// paths (delta-rs names: endpoint, "
              "region, allow_http, access_key_id, secret_access_key, account_name, ...); unset "
              "ones come from the store's provider chain (environment, profile, role).")(fn)

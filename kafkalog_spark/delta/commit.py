@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -176,9 +176,17 @@ def begin_run(path: Path, run_id: str) -> Path:
     return staging
 
 
-def end_run(path: Path, run_id: str) -> None:
-    """Drop the marker and staging folder of a run (committed, or nothing to commit)."""
+def end_run(path: Path, run_id: str, committed: Sequence[str] | None = None) -> None:
+    """Drop the marker and staging folder of a run (committed, or nothing to commit). On an
+    object store, where Spark attempts write into the table itself, the run's data files that
+    were not ``committed`` (failed or speculative attempts) are deleted too."""
     fs = storage_for(path)
+    if committed is not None and not is_local(fs):
+        keep = set(committed)
+        for f in fs.glob(path, f"**/{FILE_PREFIX}{run_id}-*"):
+            rel = str(f.relative_to(path))
+            if rel not in keep and STATE_DIR not in f.relative_to(path).parts:
+                fs.remove(f, missing_ok=True)
     fs.remove_tree(path / STATE_DIR / "staging" / run_id, ignore_errors=True)
     fs.remove(path / STATE_DIR / "runs" / run_id, missing_ok=True)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidOptionError, Location, LogDirError
+from ..log.object_path import ObjectPath
 from ..log.storage import as_path, storage_for, user_paths
 from .commit import (begin_run, clean_killed_runs, commit, delta_table, end_run,
                      migrated_offsets, table_lock)
@@ -139,7 +140,9 @@ def _run_tables(planned: list[tuple[TablePlan, dict[str, int]]], opts: MigrateOp
 
     pending = [(plan, reached) for plan, reached in planned if plan.pending]
     jobs = [TableWrite(str(plan.path), str(begin_run(plan.path, run_id)), plan.schema,
-                       plan.read_options(opts)) for plan, _ in pending]
+                       plan.read_options(opts),
+                       plan.path.options if isinstance(plan.path, ObjectPath) else None)
+            for plan, _ in pending]
     written = iter(write_spark(spark, jobs, opts.partition_by, run_id))
     for plan, reached in planned:
         yield (_commit_table(plan, next(written), opts, run_id, reached, step) if plan.pending
@@ -177,7 +180,7 @@ def _commit_table(plan: TablePlan, files: list, opts: MigrateOptions, run_id: st
     version = commit(plan.path, plan.schema, opts.partition_by, files, versions, planned_from,
                      run_id, extra)
     _step(step, "committed", plan.path)
-    end_run(plan.path, run_id)
+    end_run(plan.path, run_id, committed=[f.path for f in files])
     return version, files
 
 

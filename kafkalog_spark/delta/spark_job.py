@@ -39,7 +39,8 @@ from ..datasource.plan import pack_splits, plan_scan
 from ..datasource.reader import KafkaLogReader
 from ..datasource.splits import KafkaLogSplit
 from ..log.atomic import disk_errors
-from ..log.storage import storage_for
+from ..log.object_path import ObjectPath
+from ..log.storage import as_path, storage_for
 from .columns import transform
 from .commit import DataFile, data_file
 from .files import file_name, write_splits
@@ -125,6 +126,16 @@ class TableWrite:
     staging: str  # the run's staging folder inside it; each task attempt writes a folder of its own
     schema: pa.Schema
     read_options: dict[str, str]
+    storage: dict[str, str] | None = None  # the table's object-store options (None: local)
+
+    def root_path(self) -> Path | ObjectPath:
+        return as_path(self.root, self.storage)
+
+    def in_place(self) -> bool:
+        """Whether attempts write straight into the table (object stores: no rename to move
+        a staged file; each attempt's files carry its id, and only the kept ones are
+        committed) rather than into their staging folders."""
+        return self.storage is not None
 
 
 @dataclass(frozen=True)
@@ -184,14 +195,18 @@ class _FilesReader(DataSourceReader):
         attempt = f"attempt-{ctx.taskAttemptId() if ctx is not None else 0}"
         for i, items in groupby(partition.items, key=lambda item: item[0]):
             table = self.tables[i]
-            require_visible(table.root, "Delta table folder")
-            out = Path(table.staging) / attempt
-            # only below the run's staging folder (made by the driver): an attempt that
-            # outlives the run fails here instead of re-creating a folder the run removed
-            storage_for(out).make_dirs_below(table.staging, out)
+            root = table.root_path()
+            require_visible(root, "Delta table folder")
+            if table.in_place():
+                out, tag = root, f"{self.run_id}-{attempt}"
+            else:
+                out, tag = Path(table.staging) / attempt, self.run_id
+                # only below the run's staging folder (made by the driver): an attempt that
+                # outlives the run fails here instead of re-creating a folder the run removed
+                storage_for(out).make_dirs_below(table.staging, out)
             written = write_splits((split for _, split in items),
                                    parse_read_options(table.read_options), table.schema,
-                                   self.partition_by, out, self.run_id)
+                                   self.partition_by, out, tag)
             yield pa.RecordBatch.from_pydict({
                 "table": pa.array([i] * len(written), pa.int32()),
                 "file": [f"{attempt}/{rel}" for rel, _ in written],
@@ -215,8 +230,11 @@ def write_spark(spark: "SparkSession", tables: list[TableWrite], partition_by: t
     out: list[list[DataFile]] = [[] for _ in tables]
     for row in sorted(rows, key=lambda r: (r.table, r.file)):
         table = tables[row.table]
-        root, rel = Path(table.root), row.file.split("/", 1)[1]
+        root, rel = table.root_path(), row.file.split("/", 1)[1]
         values = tuple(json.loads(row.partition_values))
+        if table.in_place():  # written where it stays, under its attempt's name
+            out[row.table].append(data_file(root, rel, dict(zip(partition_by, values))))
+            continue
         folder = rel.rpartition("/")[0]
         final = "/".join(x for x in (folder, file_name(run_id, len(out[row.table]))) if x)
         fs = storage_for(root)
