@@ -169,7 +169,9 @@ def build_filesystem(store: str, options: Mapping[str, str], account: str = ""):
             kw["force_virtual_addressing"] = _flag(options, "aws_virtual_hosted_style_request")
         return fs.S3FileSystem(**kw)
     if store == "gs":
-        kw = dict(retry_time_limit=timeout)
+        from datetime import timedelta
+
+        kw = dict(retry_time_limit=timedelta(seconds=timeout))
         endpoint = options.get("google_endpoint_url")
         if endpoint:
             split = urlsplit(endpoint if "://" in endpoint else "https://" + endpoint)

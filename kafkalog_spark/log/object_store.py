@@ -101,18 +101,27 @@ class RemoteStorage:
         return self._call(p, "stat", lambda: self.arrow_fs.get_file_info(p.arrow_path))
 
     def scandir(self, path: ObjectPath | str) -> AbstractContextManager[Iterator[RemoteEntry]]:
+        """The objects and folders (common prefixes) right below ``path``. pyarrow's GCS
+        listing shows no folder that has no marker object (what other tools upload), so on
+        GCS the prefix is listed recursively and its folders taken from the object names."""
         p = _obj(path)
         from pyarrow.fs import FileSelector, FileType
 
+        deep = self.store == "gs"
         self.requests.count("list")
         infos = self._call(p, "list", lambda: self.arrow_fs.get_file_info(
-            FileSelector(p.arrow_path, recursive=False, allow_not_found=False)))
-        entries = []
+            FileSelector(p.arrow_path, recursive=deep, allow_not_found=False)))
+        entries: dict[str, RemoteEntry] = {}
+        prefix = p.arrow_path.rstrip("/") + "/"
         for info in infos:
-            name = info.base_name
-            is_dir = info.type == FileType.Directory
-            entries.append(RemoteEntry(name, str(p / name), is_dir, _stat(info)))
-        return nullcontext(iter(entries))
+            name, _, below = info.path[len(prefix):].partition("/")
+            if not name:
+                continue
+            is_dir = bool(below) or info.type == FileType.Directory
+            if name not in entries or is_dir:
+                stat = _stat(info) if not below else RemoteStat(0, 0.0, stat_module.S_IFDIR)
+                entries[name] = RemoteEntry(name, str(p / name), is_dir, stat)
+        return nullcontext(iter(entries.values()))
 
     def listdir(self, path: ObjectPath | str) -> list[str]:
         with self.scandir(path) as it:
