@@ -272,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
                 uri = f"s3://{BUCKET}/logs-{codec}"
                 log_b, index_b = file_bytes(local, ".log"), file_bytes(local, ".index")
                 seg, base, stop, nsegs = largest_segment(local)
-                data_notes.append(f"{codec}: {nsegs} segment{'s' if nsegs > 1 else ''}, .log {mb(log_b)} MB, .index "
+                data_notes.append(f"{codec}: {nsegs} segment{'s' if nsegs > 1 else ''}, "
+                                  f".log {mb(log_b)} MB, .index "
                                   f"{index_b / 1e3:,.0f} kB, .timeindex "
                                   f"{file_bytes(local, '.timeindex') / 1e3:,.0f} kB; largest "
                                   f"segment {mb(seg.log_size)} MB, offsets {base:,}–{stop - 1:,}")

@@ -19,7 +19,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "kafkalog_spark"
-SEAM = (PACKAGE / "log" / "storage.py", PACKAGE / "log" / "object_store.py")
+SEAM = (PACKAGE / "log" / "storage.py", PACKAGE / "log" / "object_store.py",
+        PACKAGE / "log" / "object_io.py")
 
 
 def _sources() -> list[Path]:

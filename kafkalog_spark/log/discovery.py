@@ -168,6 +168,8 @@ def _scan_log_dir(path: Path) -> LogDir:
     fs = storage_for(path)
     with fs.scandir(path) as it:
         entries = sorted(it, key=lambda e: e.name)
+    if any(e.name == N.WRITING_MARKER for e in entries):
+        raise _being_written(path)
     for entry in entries:
         names.add(entry.name)
         if entry.is_symlink() and not _is_kafka_entry(entry.name):
@@ -233,6 +235,8 @@ def _scan_partition_dir(path: Path, parsed: N.PartitionDirName | None, root: Pat
     unknown: list[Path] = []
     with storage_for(path).scandir(path) as it:
         for entry in it:
+            if entry.name == N.WRITING_MARKER:
+                raise _being_written(path)
             if entry.is_symlink():
                 _checked(root, path, entry)
             if entry.is_file():
@@ -244,6 +248,12 @@ def _scan_partition_dir(path: Path, parsed: N.PartitionDirName | None, root: Pat
                          stat=lambda name: entries[name].stat())
     return _classify(path, parsed.topic, parsed.partition, parsed.kind, parsed.uuid, entries,
                      unknown, stat=lambda name: entries[name].stat())
+
+
+def _being_written(path: Path) -> LogDirError:
+    return LogDirError(f"{N.WRITING_MARKER} is here: this log dir is being uploaded, or its "
+                       "upload failed; wait for it, or delete the prefix and write it again",
+                       Location(file=str(path)))
 
 
 def _classify(path: Path, topic: str | None, partition: int | None, kind: str | None,

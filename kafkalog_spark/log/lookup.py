@@ -23,6 +23,8 @@ to the record decoder.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -272,15 +274,16 @@ def read_window(segment: Segment, *, start: int = 0, end: int | None = None,
     size = segment.log_size
     lo, hi = start, size if end is None else min(end, size)
     first = segment.base_offset if first_offset is None else first_offset
-    index = _offset_index(segment)
+    seek = min_offset is not None and min_offset > first
+    index = _offset_index(segment) if seek or max_offset is not None else None
     checks: list[tuple[int, int]] = []  # the index entries the readers' lookups will use
-    narrowed = index is not None and len(index.offsets) > 0
-    if narrowed:
+    if index is not None and len(index.offsets):
         offsets, positions = index.offsets, index.positions
-        if min_offset is not None and min_offset > first:
+        if seek:
             k = int(np.searchsorted(offsets, min_offset, side="right")) - 1
             if k >= 0:
                 checks.append((int(offsets[k]), int(positions[k])))
+                lo = max(lo, int(positions[k]))  # where the read starts
         if max_offset is not None:
             k = int(np.searchsorted(offsets, max_offset, side="right")) - 1
             if k >= 0 and (next_offset is None or max_offset < next_offset - 1):
@@ -288,9 +291,13 @@ def read_window(segment: Segment, *, start: int = 0, end: int | None = None,
             after = k + 2  # past the first entry beyond max_offset: that entry is whole
             hi = min(hi, int(positions[after]) if after < len(positions) else size)
         lo = min([lo] + [p for _, p in checks])  # a lookup walks from its entry's position
-    elif (min_offset is not None and min_offset > first) or max_offset is not None:
+    elif seek or max_offset is not None:
         lo, hi = 0, size  # no index: a lookup walks from byte 0
-    with fs.mapped_ranges(segment.log, [(lo, hi)], size) as buf:
+    if lo <= 0 and hi >= size:  # all of it: nothing to check, as on a local disk
+        with fs.mapped(segment.log) as buf:
+            yield buf, None
+        return
+    with fs.mapped_ranges(segment.log, [(lo, max(lo, hi))], size) as buf:
         walk = scan_entries(buf, start=lo, end=max(lo, hi))
         if walk.clean and all(check_offset_entry(index, o, p, scan_entries(buf, p, hi),
                                                  size) is None for o, p in checks):
@@ -300,9 +307,32 @@ def read_window(segment: Segment, *, start: int = 0, end: int | None = None,
         yield buf, None
 
 
+_REMOTE_INDEXES: OrderedDict[tuple[str, int | None], OffsetIndex | None] = OrderedDict()
+_REMOTE_INDEXES_LOCK = threading.Lock()
+_REMOTE_INDEXES_KEPT = 64  # parsed offset indexes of object-store segments kept per process
+
+
 def _offset_index(seg: Segment) -> OffsetIndex | None:
+    """The segment's parsed offset index. An object-store segment's is kept (a few, by file
+    and size): one read of a split looks it up twice, a GET each time otherwise."""
     if seg.index is None:
         return None
+    if is_local(storage_for(seg.index)):
+        return _read_offset_index(seg)
+    key = (str(seg.index), seg.index_size)
+    with _REMOTE_INDEXES_LOCK:
+        if key in _REMOTE_INDEXES:
+            _REMOTE_INDEXES.move_to_end(key)
+            return _REMOTE_INDEXES[key]
+    index = _read_offset_index(seg)
+    with _REMOTE_INDEXES_LOCK:
+        _REMOTE_INDEXES[key] = index
+        while len(_REMOTE_INDEXES) > _REMOTE_INDEXES_KEPT:
+            _REMOTE_INDEXES.popitem(last=False)
+    return index
+
+
+def _read_offset_index(seg: Segment) -> OffsetIndex:
     with mapped_file(seg.index) as buf:  # the parsed index holds copies, not views
         return read_offset_index(buf, seg.base_offset, file=str(seg.index))
 

@@ -71,6 +71,7 @@ CHECKPOINT_FILES = (
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
 )
+WRITING_MARKER = ".kafkalog-writing"  # an object-store log dir / partition dir being uploaded
 TMP_SUFFIX = ".tmp"  # atomic write protocol (§11.1): <file>.tmp renamed over <file>
 REMOTE_LOG_INDEX_CACHE = "remote-log-index-cache"  # tiered-storage cache, skipped at load
 

@@ -16,48 +16,26 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import os
 import stat as stat_module
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import Location, LogDirError
+from .object_io import (RemoteEntry, RemoteStat, RequestCounter, coalesce, match_parts,
+                        remote_stat)
 from .object_options import build_filesystem, refuse, store_error
 from .object_path import ObjectPath
 
 if TYPE_CHECKING:
     import numpy as np
 
-@dataclass(frozen=True)
-class RemoteStat:
-    """What a listing says about an object (the ``os.stat_result`` fields callers read)."""
-
-    st_size: int
-    st_mtime: float
-    st_mode: int
-
-
-class RemoteEntry:
-    """One listing entry, answering like ``os.DirEntry`` (``path`` is the URI string)."""
-
-    __slots__ = ("name", "path", "_dir", "_stat")
-
-    def __init__(self, name: str, path: str, is_dir: bool, stat: RemoteStat) -> None:
-        self.name, self.path, self._dir, self._stat = name, path, is_dir, stat
-
-    def is_file(self) -> bool:
-        return not self._dir
-
-    def is_dir(self) -> bool:
-        return self._dir
-
-    def is_symlink(self) -> bool:
-        return False
-
-    def stat(self) -> RemoteStat:
-        return self._stat
+PART_BYTES = 8 << 20
+"""Large reads are split into ranged GETs of this size..."""
+FETCH_THREADS = 8
+"""...of which this many run at once (pyarrow's clients release the GIL while they wait)."""
 
 
 class RemoteStorage:
@@ -119,7 +97,7 @@ class RemoteStorage:
                 continue
             is_dir = bool(below) or info.type == FileType.Directory
             if name not in entries or is_dir:
-                stat = _stat(info) if not below else RemoteStat(0, 0.0, stat_module.S_IFDIR)
+                stat = remote_stat(info) if not below else RemoteStat(0, 0.0, stat_module.S_IFDIR)
                 entries[name] = RemoteEntry(name, str(p / name), is_dir, stat)
         return nullcontext(iter(entries.values()))
 
@@ -146,9 +124,9 @@ class RemoteStorage:
                 continue
             if deep:
                 ok = fnmatch.fnmatchcase(rel.rsplit("/", 1)[-1], tail) if "/" not in tail else \
-                    _match_parts(rel, tail, any_depth=True)
+                    match_parts(rel, tail, any_depth=True)
             else:
-                ok = _match_parts(rel, tail)
+                ok = match_parts(rel, tail)
             if ok:
                 hits.append(p / rel)
         return sorted(hits)
@@ -169,7 +147,7 @@ class RemoteStorage:
         prefix = root.arrow_path + "/"
         out = {str(root / info.path[len(prefix):].rstrip("/"))
                for info in infos if info.path.startswith(prefix)
-               and _match_parts(info.path[len(prefix):], rel)}
+               and match_parts(info.path[len(prefix):], rel)}
         return sorted(out)
 
     def stat(self, path: ObjectPath | str) -> RemoteStat:
@@ -178,7 +156,7 @@ class RemoteStorage:
         info = self._info(path)
         if info.type == FileType.NotFound:
             raise FileNotFoundError(errno.ENOENT, "no such object", str(path))
-        return _stat(info)
+        return remote_stat(info)
 
     lstat = stat
 
@@ -261,38 +239,63 @@ class RemoteStorage:
 
     @contextmanager
     def mapped(self, path: ObjectPath | str) -> Iterator[np.ndarray]:
-        """The whole object as a read-only ``uint8`` array (one GET; an empty object gives an
-        empty array). Errors become :class:`LogDirError` naming the URI."""
-        import numpy as np
-
-        try:
-            data = self.read_bytes(path)
-        except OSError as exc:
-            raise LogDirError(f"cannot read object: {exc.strerror}",
-                              Location(file=str(path))) from None
-        yield np.frombuffer(data, np.uint8)
+        """The whole object as a read-only ``uint8`` array (an empty object gives an empty
+        array); large objects are fetched in parallel ranged GETs. Errors become
+        :class:`LogDirError` naming the URI."""
+        with self.mapped_ranges(path, [(0, 1 << 62)]) as buf:
+            yield buf
 
     @contextmanager
     def mapped_ranges(self, path: ObjectPath | str, ranges: Sequence[tuple[int, int]],
                       size: int | None = None) -> Iterator[np.ndarray]:
         """An array as long as the object in which only the byte ranges ``[start, end)`` of
-        ``ranges`` are fetched (ranges closer than :data:`COALESCE_BYTES` are joined into one
-        ranged GET); every other byte reads as zero and must not be used. Pages never fetched
-        take no memory (the zeroed array is allocated lazily by the OS)."""
+        ``ranges`` are fetched (ranges closer than ``COALESCE_BYTES`` are joined); every other
+        byte reads as zero and must not be used. Pages never fetched take no memory (the zeroed
+        array is allocated lazily by the OS); a range over the whole object is read into an
+        uninitialised one. Parts of :data:`PART_BYTES` are fetched by up to
+        :data:`FETCH_THREADS` ranged GETs at once."""
         import numpy as np
 
-        if size is None:
-            size = self.size(path)
-        buf = np.zeros(size, np.uint8)
+        p = _obj(path)
         try:
-            wanted = coalesce(ranges, size)
-            for (start, _), data in zip(wanted, self.read_ranges(path, wanted) if wanted else []):
-                buf[start:start + len(data)] = np.frombuffer(data, np.uint8)
+            self.requests.count("head")
+            with self._call(p, "open", lambda: self.arrow_fs.open_input_file(p.arrow_path)) as f:
+                size = self._call(p, "stat", f.size) if size is None else size
+                wanted = coalesce(ranges, size)
+                whole = wanted == [(0, size)]
+                buf = np.empty(size, np.uint8) if whole else np.zeros(size, np.uint8)
+                self._fetch_into(p, f, buf, wanted)
         except OSError as exc:
             raise LogDirError(f"cannot read object: {exc.strerror}",
                               Location(file=str(path))) from None
         buf.flags.writeable = False
         yield buf
+
+    def _fetch_into(self, p: ObjectPath, f: Any, buf: np.ndarray,
+                    ranges: Sequence[tuple[int, int]]) -> None:
+        import numpy as np
+
+        parts = [(s, min(e, s + PART_BYTES)) for start, e in ranges
+                 for s in range(start, e, PART_BYTES)]
+
+        def fetch(part: tuple[int, int]) -> None:
+            start, end = part
+            data = self._call(p, "read", lambda: f.read_at(end - start, start))
+            if len(data) != end - start:
+                raise OSError(errno.EIO, f"the object ended at byte {start + len(data)} while "
+                              f"{end} were expected (truncated or replaced while reading)",
+                              str(p))
+            self.requests.count("get", len(data))
+            buf[start:end] = np.frombuffer(data, np.uint8)
+
+        if len(parts) <= 1:
+            for part in parts:
+                fetch(part)
+            return
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(FETCH_THREADS, len(parts))) as pool:
+            list(pool.map(fetch, parts))
 
     def map_readonly(self, path: ObjectPath | str) -> bytes | None:
         data = self.read_bytes(path)
@@ -336,11 +339,16 @@ class RemoteStorage:
                   durable: bool = False) -> None:
         self.concat([src], dst)
 
-    def concat(self, sources: Sequence[ObjectPath | str], dst: ObjectPath | str) -> None:
+    def concat(self, sources: Sequence[ObjectPath | str | os.PathLike[str]],
+               dst: ObjectPath | str) -> None:
+        """Put the bytes of ``sources`` (objects or local files), one after the other, as
+        ``dst`` (streamed; the object is visible once complete)."""
+        from .storage import storage_for
+
         out = self.open_write(dst)
         try:
             for src in sources:
-                with self.open_read(src) as f:
+                with storage_for(src).open_read(src) as f:
                     while chunk := f.read(8 << 20):
                         out.write(chunk)
         finally:
@@ -420,48 +428,6 @@ class RemoteStorage:
         return None
 
 
-class RequestCounter:
-    """The requests this process sent to one store (``head``, ``get``, ``list``, ``put``) and
-    the bytes its GETs fetched: what the object-storage benchmark reports."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self.counts: dict[str, int] = {}
-        self.bytes = 0
-
-    def count(self, kind: str, nbytes: int = 0) -> None:
-        with self._lock:
-            self.counts[kind] = self.counts.get(kind, 0) + 1
-            self.bytes += nbytes
-
-    def reset(self) -> dict[str, int]:
-        """The counts so far (``bytes`` included), starting again from zero."""
-        with self._lock:
-            out = {**self.counts, "bytes": self.bytes}
-            self.counts, self.bytes = {}, 0
-            return out
-
-
-COALESCE_BYTES = 1 << 20
-"""Byte ranges of one object closer than this are fetched with one GET (a GET costs about as
-much as transferring this many bytes on a cloud link)."""
-
-
-def coalesce(ranges: Sequence[tuple[int, int]], size: int) -> list[tuple[int, int]]:
-    """``ranges`` clipped to ``[0, size)``, sorted, with overlapping or near ones joined."""
-    out: list[tuple[int, int]] = []
-    for start, end in sorted((max(0, s), min(size, e)) for s, e in ranges):
-        if end <= start:
-            continue
-        if out and start - out[-1][1] < COALESCE_BYTES:
-            out[-1] = (out[-1][0], max(out[-1][1], end))
-        else:
-            out.append((start, end))
-    return out
-
-
-# --- building the client ----------------------------------------------------------------------
-
 _CLIENTS: dict[tuple, RemoteStorage] = {}
 _CLIENTS_LOCK = threading.Lock()
 
@@ -479,19 +445,3 @@ def remote_storage(path: ObjectPath | str) -> RemoteStorage:
 
 def _obj(path: ObjectPath | str, options: Mapping[str, str] | None = None) -> ObjectPath:
     return path if isinstance(path, ObjectPath) else ObjectPath(str(path), options)
-
-
-def _stat(info) -> RemoteStat:
-    from pyarrow.fs import FileType
-
-    mtime = info.mtime.timestamp() if info.mtime is not None else 0.0
-    mode = stat_module.S_IFDIR if info.type == FileType.Directory else stat_module.S_IFREG
-    return RemoteStat(st_size=int(info.size or 0), st_mtime=mtime, st_mode=mode)
-
-
-def _match_parts(rel: str, pattern: str, any_depth: bool = False) -> bool:
-    parts, pats = rel.strip("/").split("/"), pattern.strip("/").split("/")
-    if any_depth:
-        parts = parts[-len(pats):]
-    return len(parts) == len(pats) and all(fnmatch.fnmatchcase(a, b)
-                                           for a, b in zip(parts, pats))

@@ -54,13 +54,14 @@ import pyarrow.compute as pc
 from ..codec.encode import DEFAULT_MAX_BATCH_BYTES
 from ..codec.index import DEFAULT_INDEX_INTERVAL_BYTES
 from ..errors import InvalidOptionError
-from .lock import ensure_local, hold_lock
+from .lock import hold_lock
 from .naming import check_topic
 from .partition_files import Step
 from .publish import WRITE_MODES, PartitionWrite, publish
 from .staging import (DEFAULT_SEGMENT_BYTES, PartitionStager, WriteSettings, create_staging_dir,
                       remove_staging_dir)
-from .storage import storage_for
+from .object_path import is_remote
+from .storage import as_path, storage_for
 
 
 def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str], *,
@@ -81,7 +82,8 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
         arguments; an optional ``offset`` column keeps the records' offsets (they must increase
         within a partition and start at or after its current end).
     log_dir : path
-        The Kafka log dir (``log.dirs`` entry).
+        The Kafka log dir (``log.dirs`` entry). An object-store URI (``s3://...``) must be a
+        new prefix: the log dir is written locally, then uploaded (:mod:`.upload`).
     topic, partition : optional
         Used for every row when the table has no such column (partition defaults to 0).
     codec : {"none", "gzip", "snappy", "lz4", "zstd"} or int
@@ -128,7 +130,15 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
                              leader_epoch=leader_epoch)
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
-    ensure_local(log_dir)
+    if is_remote(log_dir):
+        from .upload import write_remote
+
+        return write_remote(as_path(log_dir), lambda local: write_log(
+            table, local, topic=topic, partition=partition, codec=codec, mode=mode,
+            segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes,
+            max_batch_records=max_batch_records, max_batch_bytes=max_batch_bytes,
+            leader_epoch=leader_epoch, topic_ids=topic_ids,
+            compression_level=compression_level, step=step))
     log_dir = Path(log_dir)
     storage_for(log_dir).make_dirs(log_dir, exist_ok=True)
     staging = create_staging_dir(log_dir)
