@@ -252,7 +252,7 @@ def _leaf_index(meta: pq.FileMetaData, name: str) -> int:
 
 
 def commit(path: Path, schema: pa.Schema, partition_by: tuple[str, ...], files: list[DataFile],
-           versions: dict[str, int], planned_from: dict[str, int], run_id: str,
+           versions: dict[str, int], planned_from: dict[str, int | None], run_id: str,
            extra_metadata: dict | None = None) -> int:
     """Commit ``files`` and the application-transaction ``versions`` in one Delta commit.
 
@@ -266,8 +266,9 @@ def commit(path: Path, schema: pa.Schema, partition_by: tuple[str, ...], files: 
     versions : dict
         ``{app id: next offset}`` to record.
     planned_from : dict
-        The versions the run was planned from; a table that no longer has them means another
-        writer committed meanwhile, and nothing is committed.
+        The version each app id of ``versions`` had when the run was planned (``None``: not
+        migrated yet); a table that no longer has them means another writer committed
+        meanwhile, and nothing is committed.
     run_id : str
         Stored in the commit info (``kafkalog.runId``), to tell committed runs from killed ones.
 
@@ -284,7 +285,7 @@ def commit(path: Path, schema: pa.Schema, partition_by: tuple[str, ...], files: 
         Partition columns or column types that differ from the existing table's.
     """
     from deltalake import Schema
-    from deltalake.exceptions import CommitFailedError
+    from deltalake.exceptions import CommitFailedError, DeltaError
     from deltalake.transaction import (AddAction, CommitProperties, Transaction,
                                        create_table_with_add_actions)
 
@@ -298,13 +299,19 @@ def commit(path: Path, schema: pa.Schema, partition_by: tuple[str, ...], files: 
         max_commit_retries=0)
     try:
         if not table_exists(path):
-            if planned_from:
+            if any(v is not None for v in planned_from.values()):
                 raise ConcurrentMigrationError("the table disappeared while migrating",
                                                Location(str(path)))
-            create_table_with_add_actions(str(path), Schema.from_arrow(schema), adds,
-                                          mode="error", partition_by=list(partition_by) or None,
-                                          storage_options=delta_options(path),
-                                          commit_properties=props)
+            try:
+                create_table_with_add_actions(str(path), Schema.from_arrow(schema), adds,
+                                              mode="error",
+                                              partition_by=list(partition_by) or None,
+                                              storage_options=delta_options(path),
+                                              commit_properties=props)
+            except DeltaError as exc:
+                if not table_exists(path):
+                    raise
+                raise CommitFailedError(f"another writer created the table: {exc}") from None
             return delta_table(path).version()
         return _append(path, schema, partition_by, adds, planned_from, props)
     except CommitFailedError as exc:
@@ -314,7 +321,7 @@ def commit(path: Path, schema: pa.Schema, partition_by: tuple[str, ...], files: 
 
 
 def _append(path: Path, schema: pa.Schema, partition_by: tuple[str, ...], adds: list,
-            planned_from: dict[str, int], props: Any) -> int:
+            planned_from: dict[str, int | None], props: Any) -> int:
     table = delta_table(path)
     for app, v in planned_from.items():
         if table.transaction_version(app) != v:

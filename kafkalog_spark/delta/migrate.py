@@ -174,7 +174,7 @@ def _commit_table(plan: TablePlan, files: list, opts: MigrateOptions, run_id: st
     _step(step, "files-written", plan.path)
     _check_inputs(plan, files)
     versions = {opts.app_id(p.topic, p.partition): p.end for p in plan.pending}
-    planned_from = {app: reached[app] for app in versions if app in reached}
+    planned_from = {app: reached.get(app) for app in versions}
     extra = {"kafkalog.dataLoss": plan.gaps} if plan.gaps else None
     _step(step, "before-commit", plan.path)
     version = commit(plan.path, plan.schema, opts.partition_by, files, versions, planned_from,

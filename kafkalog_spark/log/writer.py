@@ -44,7 +44,7 @@ same topic, are untouched. Their entries in ``log-start-offset-checkpoint`` and
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import numpy as np
@@ -71,7 +71,8 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
               index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
               max_batch_records: int = 10_000, max_batch_bytes: int = DEFAULT_MAX_BATCH_BYTES,
               leader_epoch: int = 0, topic_ids: dict[str, str] | None = None,
-              compression_level: int | None = None, step: Step | None = None) -> dict:
+              compression_level: int | None = None, step: Step | None = None,
+              storage_options: Mapping[str, str] | None = None) -> dict:
     """Write records as Kafka partition dirs under ``log_dir`` (created if missing).
 
     Parameters
@@ -105,6 +106,9 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
     step : callable, optional
         ``step(label)`` is called before each change to the log dir while publishing (progress;
         tests kill the process there).
+    storage_options : mapping, optional
+        Endpoint, region, credentials for an object-store ``log_dir``
+        (:mod:`kafkalog_spark.log.object_options`).
 
     Returns
     -------
@@ -133,7 +137,7 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
     if is_remote(log_dir):
         from .upload import write_remote
 
-        return write_remote(as_path(log_dir), lambda local: write_log(
+        return write_remote(as_path(log_dir, storage_options), lambda local: write_log(
             table, local, topic=topic, partition=partition, codec=codec, mode=mode,
             segment_bytes=segment_bytes, index_interval_bytes=index_interval_bytes,
             max_batch_records=max_batch_records, max_batch_bytes=max_batch_bytes,
