@@ -19,7 +19,7 @@ from kafkalog_spark.delta import ConcurrentMigrationError, migrate
 from kafkalog_spark.delta.commit import STATE_DIR, require_conditional_commits
 from kafkalog_spark.errors import LogDirError
 from kafkalog_spark.log.naming import WRITING_MARKER
-from kafkalog_spark.log.storage import as_path
+from kafkalog_spark.log.storage import as_path, user_paths
 
 from test_delta_migrate import COLUMNS, Killed, log_rows, records
 
@@ -186,3 +186,27 @@ def test_an_unfinished_upload_is_refused_by_readers(s3, opts, prefix, logs):
     with pytest.raises(LogDirError, match="being uploaded, or its upload failed"):
         kl.read_log(f"{prefix}/partial", storage_options=opts)
     assert kl.read_log(logs).num_rows == 690  # the local copy: only the marked prefix is refused
+
+
+def test_globs_over_uris_expand_on_the_store(s3, opts, prefix, logs, capsys):
+    upload(s3, logs, f"{prefix}/broker-1/logs")
+    upload(s3, logs, f"{prefix}/broker-2/logs")
+    paths = user_paths(f"{prefix}/broker-*/logs", opts)
+    assert [str(p) for p in paths] == [f"{prefix}/broker-1/logs", f"{prefix}/broker-2/logs"]
+    assert all(p.options == as_path(prefix, opts).options for p in paths)
+    with pytest.raises(LogDirError, match="matches nothing"):
+        user_paths(f"{prefix}/nobody-*/logs", opts)
+    # the CLI takes the pattern as it is (no shell expands a URI)
+    from kafkalog_spark.cli import main
+
+    args = ["--storage-option", f"endpoint={s3.endpoint}", "--storage-option",
+            f"access_key_id={ACCESS_KEY}", "--storage-option",
+            f"secret_access_key={SECRET_KEY}", "--storage-option", "allow_http=true"]
+    assert main(["info", "--json", f"{prefix}/broker-*/logs", *args]) == 0
+    out = capsys.readouterr().out
+    assert f"{prefix}/broker-1/logs" in out and f"{prefix}/broker-2/logs" in out
+    # both copies hold the same partitions: verify reports them as duplicate replicas
+    with pytest.raises(SystemExit) as exited:
+        main(["verify", "--local", f"{prefix}/broker-*/logs", *args])
+    assert exited.value.code == 1
+    assert "present in several log dirs" in capsys.readouterr().out

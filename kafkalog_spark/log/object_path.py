@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from urllib.parse import urlsplit
 
@@ -172,13 +172,6 @@ def as_path(path: UserPath,
     if text.startswith("file://"):
         return Path(text[len("file://"):])
     return Path(text)
-
-
-def user_paths(paths: UserPath | Sequence[UserPath],
-               storage_options: Mapping[str, str] | None = None) -> list[Path | ObjectPath]:
-    """One path or a sequence of paths, each through :func:`as_path`."""
-    one = isinstance(paths, (str, os.PathLike, ObjectPath))
-    return [as_path(p, storage_options) for p in ([paths] if one else paths)]
 
 
 def absolute_name(path: UserPath) -> str:

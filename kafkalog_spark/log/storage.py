@@ -33,7 +33,8 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ..errors import Location, LogDirError
 from .naming import TMP_SUFFIX
-from .object_path import ObjectPath, absolute_name, as_path, is_remote, user_paths
+# as_path and absolute_name are the seam's too: callers import every path helper from here
+from .object_path import ObjectPath, UserPath, absolute_name, as_path, is_remote
 from .object_store import RemoteStorage, remote_storage
 
 if TYPE_CHECKING:  # numpy is imported when a file is first mapped: the CLI's start stays light
@@ -471,6 +472,24 @@ def storage_for(path: PathLike | ObjectPath) -> LocalStorage | RemoteStorage:
 def is_local(storage: LocalStorage | RemoteStorage) -> bool:
     """Whether ``storage`` is the local file system (maps, atomic renames, locks)."""
     return isinstance(storage, LocalStorage)
+
+
+def user_paths(paths: UserPath | Sequence[UserPath],
+               storage_options: Mapping[str, str] | None = None) -> list[Path | ObjectPath]:
+    """One path or a sequence of paths, each through :func:`as_path`; an object-store URI
+    with ``*``, ``?`` or ``[`` is expanded (the shell expands local patterns)."""
+    out: list[Path | ObjectPath] = []
+    for p in [paths] if isinstance(paths, (str, os.PathLike, ObjectPath)) else paths:
+        path = as_path(p, storage_options)
+        fs = storage_for(path)
+        if isinstance(path, ObjectPath) and fs.is_pattern(str(path)):
+            hits = fs.glob_pattern(str(path))
+            if not hits:
+                raise LogDirError("the pattern matches nothing", Location(file=str(path)))
+            out += [ObjectPath(h, path.options) for h in hits]
+        else:
+            out.append(path)
+    return out
 
 
 def mapped_file(path: PathLike | ObjectPath) -> AbstractContextManager[np.ndarray]:
