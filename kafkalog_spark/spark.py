@@ -155,14 +155,25 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
 def _needs_register(spark: Any) -> bool:
     """Whether :func:`register` must run: the package is not installed (no ``pyspark_kafkalog``
     to discover), or it comes through ``--py-files`` — the source PySpark discovers carries no
-    py-files to the executors' tasks, one registered here does. Not otherwise: a registered
-    source plans with ``spark.pyspark.python``, which for a shipped virtualenv
-    (``./environment/bin/python``) exists only on the executors."""
+    py-files to the executors' tasks, one registered here does — or the session has
+    ``spark.hadoop.fs.s3a.*`` settings, which only a registered source carries. Not otherwise:
+    a registered source plans with ``spark.pyspark.python``, which for a shipped virtualenv
+    (``./environment/bin/python``) exists only on the executors; with such a Python and s3a
+    settings, a warning says to give the store options on the read."""
     import importlib.util
 
     if importlib.util.find_spec("pyspark_kafkalog") is None:
         return True
-    return bool(getattr(spark.sparkContext, "_python_includes", None))
+    if getattr(spark.sparkContext, "_python_includes", None):
+        return True
+    if session_storage_options(spark):
+        python = spark.sparkContext.getConf().get("spark.pyspark.python", None)
+        if python is None or LOCAL.executable(python):
+            return True
+        log.warning("the session's spark.hadoop.fs.s3a.* settings do not reach the kafkalog "
+                    "source when spark.pyspark.python (%s) exists only on the executors; give "
+                    "them as .option('storage.<name>', ...) on the read", python)
+    return False
 
 
 def _apply_required(spark: Any) -> None:
