@@ -35,7 +35,7 @@ from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirErro
 from . import naming as N
 from .lock import lock_holder
 from .model import DuplicateReplica, LogDir, LogDirs, PartitionDir, Segment, sibling_name
-from .storage import as_path, mapped_file, storage_for, user_paths
+from .storage import as_path, is_remote, mapped_file, storage_for, user_paths
 
 # bootstrap.checkpoint: KRaft's formatted bootstrap metadata (`kafka-storage format`)
 _LOG_DIR_MARKERS = (N.META_PROPERTIES, N.LOCK_FILE, N.CLEAN_SHUTDOWN_FILE, *N.CHECKPOINT_FILES,
@@ -67,8 +67,15 @@ def discover(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -
         A path that does not exist, a ``.log`` not named ``<offset>.log``, or a symlink that
         leads out of the directory being discovered.
     """
-    with _gc_paused():
-        return _discover(user_paths(paths))
+    try:
+        items = user_paths(paths)
+        with _gc_paused():
+            return _discover(items)
+    except OSError as exc:
+        if not is_remote(exc.filename or ""):
+            raise
+        # an object store that refused or did not answer: typed, naming the URI
+        raise LogDirError(exc.strerror or str(exc), Location(file=exc.filename)) from None
 
 
 @contextmanager
