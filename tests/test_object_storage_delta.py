@@ -210,3 +210,23 @@ def test_globs_over_uris_expand_on_the_store(s3, opts, prefix, logs, capsys):
         main(["verify", "--local", f"{prefix}/broker-*/logs", *args])
     assert exited.value.code == 1
     assert "present in several log dirs" in capsys.readouterr().out
+
+
+def test_spark_writes_a_new_log_dir_to_s3(s3, opts, prefix, spark, logs):
+    """A copy of a log dir, offsets kept, written by Spark tasks to a new S3 prefix."""
+    df = (spark.read.format("kafkalog").option("subscribe", "orders").load(str(logs))
+          .select("key", "value", "topic", "partition", "offset", "timestamp")
+          .repartition(3, "partition").sortWithinPartitions("partition", "offset"))
+    writer = df.write.format("kafkalog").mode("append").option("segment.bytes", "8192")
+    for k, v in opts.items():
+        writer = writer.option(f"storage.{k}", v)
+    writer.save(f"{prefix}/written")
+    columns = ["topic", "partition", "offset", "key", "value", "timestamp"]
+    got = kl.read_log(f"{prefix}/written", storage_options=opts).select(columns)
+    want = kl.read_log(logs, topics=["orders"]).select(columns)
+    order = [("partition", "ascending"), ("offset", "ascending")]
+    assert got.sort_by(order).equals(want.sort_by(order))
+    assert not [o for o in objects(s3, prefix) if WRITING_MARKER in o or "kafkalog-staging" in o]
+    assert kl.verify(as_path(f"{prefix}/written", opts)).ok
+    with pytest.raises(Exception, match="written once, to a new prefix"):
+        writer.save(f"{prefix}/written")

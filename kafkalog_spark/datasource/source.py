@@ -57,4 +57,4 @@ class KafkaLogDataSource(DataSource):
     def writer(self, schema: StructType, overwrite: bool) -> "DataSourceWriter":
         from .writer import KafkaLogWriter  # the writing side lives in its own module
 
-        return KafkaLogWriter(dict(self.options), schema, overwrite)
+        return KafkaLogWriter(dict(self.options), schema, overwrite, self.session_storage)

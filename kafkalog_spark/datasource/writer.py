@@ -45,13 +45,17 @@ from ..codec.partitioner import default_partitions
 from ..codec.schema import METADATA_COLUMNS
 from ..errors import InvalidOptionError, Location, LogDirError
 from ..log import naming as N
-from ..log.lock import ensure_local, ensure_not_locked, hold_lock
-from ..log.storage import storage_for
+from ..log.lock import ensure_not_locked, hold_lock
+from ..log.object_path import ObjectPath
+from ..log.storage import as_path, storage_for
+from ..log.upload import require_new_prefix
 from ..log.publish import publish
-from ..log.staging import (PartitionStager, StagedPartition, create_staging_dir,
-                           remove_staging_dir)
+from ..log.staging import (STAGING_INFIX, PartitionStager, StagedPartition,
+                           create_staging_dir, remove_staging_dir)
 from ..log.writer import metrics
 from .executors import require_visible
+from .options import storage_options
+from .remote_write import publish_and_upload, stage_and_upload
 from .write_options import WriteOptions, parse_write_options
 
 WRITTEN_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
@@ -89,12 +93,19 @@ class KafkaLogWriter(DataSourceArrowWriter):
         A live process (a broker) holds the log dir's ``.lock``.
     """
 
-    def __init__(self, options: dict, schema: Any, overwrite: bool) -> None:
+    def __init__(self, options: dict, schema: Any, overwrite: bool,
+                 session_storage: dict[str, str] | None = None) -> None:
         self.options: WriteOptions = parse_write_options(options)
         self.overwrite = bool(overwrite)
-        ensure_local(self.options.path)
-        self.log_dir = str(Path(self.options.path).absolute())
         self._check_schema(schema)
+        target = as_path(self.options.path, storage_options(options, session_storage))
+        self.remote = target if isinstance(target, ObjectPath) else None
+        self.job_id = os.urandom(8).hex()
+        self.last_metrics: dict | None = None
+        if self.remote is not None:
+            self._init_remote(self.remote)
+            return
+        self.log_dir = str(Path(self.options.path).absolute())
         log_dir = Path(self.log_dir)
         fs = storage_for(log_dir)
         if fs.exists(log_dir):
@@ -110,11 +121,23 @@ class KafkaLogWriter(DataSourceArrowWriter):
             raise InvalidOptionError(
                 f"topic {topic!r} has no partitions in {self.log_dir} and the DataFrame has no "
                 "partition column; give the numPartitions option")
-        self.job_id = os.urandom(8).hex()
         # made here, on the driver: tasks only create folders inside it, so an attempt that
         # outlives the job (killed, speculative) cannot re-create it after commit or abort
         self.staging = str(create_staging_dir(log_dir, self.job_id))
-        self.last_metrics: dict | None = None
+
+    def _init_remote(self, dest: ObjectPath) -> None:
+        """A new log dir on an object store (see :mod:`.remote_write`): tasks stage on their
+        own disks and upload to a staging prefix next to ``dest``; the driver publishes on its
+        disk and uploads the log dir under the writing markers."""
+        require_new_prefix(dest)
+        self.log_dir = str(dest)
+        self.partition_counts: dict[str, int] = {}
+        topic = self.options.topic
+        if topic is not None and not self.has_partition and self.options.num_partitions is None:
+            raise InvalidOptionError(f"topic {topic!r} has no partitions in {dest} (a new "
+                                     "prefix) and the DataFrame has no partition column; give "
+                                     "the numPartitions option")
+        self.staging = str(dest.parent / f".{dest.name}{STAGING_INFIX}{self.job_id}")
 
     def _check_schema(self, schema: Any) -> None:
         fields = {f.name: f.dataType for f in schema.fields}
@@ -148,8 +171,15 @@ class KafkaLogWriter(DataSourceArrowWriter):
         else:  # called outside Spark (tests, embedding): each call is the next "task"
             self._local_calls = pid = getattr(self, "_local_calls", -1) + 1
             attempt = 0
+        if self.remote is not None:
+            return stage_and_upload(self, iterator, pid, attempt)
         require_visible(Path(self.log_dir).parent, "folder of the log dir")
-        task_dir = Path(self.staging) / f"task-{pid:05d}-{attempt}"
+        return self.stage(iterator, pid, attempt, Path(self.staging))
+
+    def stage(self, iterator: Iterator[pa.RecordBatch], pid: int, attempt: int,
+              staging: Path) -> KafkaLogCommitMessage:
+        """Stage the rows of task ``pid`` below ``staging`` (the write's staging folder)."""
+        task_dir = staging / f"task-{pid:05d}-{attempt}"
         router = _Router(self, pid)
         stagers: dict[tuple[str, int], PartitionStager] = {}
         rows = 0
@@ -161,7 +191,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
                     if stager is None:
                         stager = stagers[(topic, partition)] = PartitionStager(
                             task_dir / N.partition_dir_name(topic, partition), topic, partition,
-                            order=pid, settings=self.options.settings, staging=self.staging)
+                            order=pid, settings=self.options.settings, staging=staging)
                     stager.add(part)
             staged = tuple(stagers[k].finish() for k in sorted(stagers))
         except BaseException:
@@ -174,6 +204,9 @@ class KafkaLogWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list[KafkaLogCommitMessage | None]) -> None:
         """Publish every task's staged segments into the log dir, then drop the staging folder."""
+        if self.remote is not None:
+            self.last_metrics = publish_and_upload(self, messages)
+            return
         try:
             log_dir = Path(self.log_dir)
             fs = storage_for(log_dir)
@@ -196,6 +229,10 @@ class KafkaLogWriter(DataSourceArrowWriter):
 
     def abort(self, messages: list[KafkaLogCommitMessage | None]) -> None:
         """Delete everything staged; the log dir was not touched."""
+        if self.remote is not None:
+            storage_for(self.remote).remove_tree(as_path(self.staging, self.remote.options),
+                                                 ignore_errors=True)
+            return
         remove_staging_dir(self.staging)
 
 

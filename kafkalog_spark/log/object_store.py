@@ -131,6 +131,18 @@ class RemoteStorage:
                 hits.append(p / rel)
         return sorted(hits)
 
+    def list_files(self, path: ObjectPath | str) -> list[ObjectPath]:
+        """Every object below ``path`` (any depth), sorted; no folders."""
+        p = _obj(path)
+        from pyarrow.fs import FileSelector, FileType
+
+        self.requests.count("list")
+        infos = self._call(p, "list", lambda: self.arrow_fs.get_file_info(
+            FileSelector(p.arrow_path, recursive=True, allow_not_found=True)))
+        prefix = p.arrow_path.rstrip("/") + "/"
+        return sorted(p / i.path[len(prefix):] for i in infos
+                      if i.type == FileType.File and i.path.startswith(prefix))
+
     def is_pattern(self, text: str) -> bool:
         return any(c in text for c in "*?[")
 

@@ -295,8 +295,8 @@ class LocalStorage:
         and fsync it."""
         g = open(dst, "wb")
         try:
-            for src in sources:
-                with open(src, "rb") as f:
+            for src in sources:  # an object-store source is downloaded
+                with storage_for(src).open_read(src) if is_remote(src) else open(src, "rb") as f:
                     shutil.copyfileobj(f, g, _COPY_CHUNK)
         except BaseException:
             g.close()

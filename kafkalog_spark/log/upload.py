@@ -25,15 +25,20 @@ from .object_path import ObjectPath
 from .storage import LOCAL, storage_for
 
 
-def write_remote(dest: ObjectPath, write: Callable[[Path], dict]) -> dict:
-    """Run ``write(folder)`` on a local temporary folder, then upload it to ``dest``, which
-    must be a new or empty prefix; returns what ``write`` returned."""
+def require_new_prefix(dest: ObjectPath) -> None:
+    """Refuse a destination prefix that holds objects already."""
     fs = storage_for(dest)
     if fs.exists(dest) and fs.listdir(dest):
         raise LogDirError("an object-store log dir is written once, to a new prefix; this one "
                           "holds objects already (appending would change it in place: copy it "
                           "to a local disk, write there, upload the result)",
                           Location(file=str(dest)))
+
+
+def write_remote(dest: ObjectPath, write: Callable[[Path], dict]) -> dict:
+    """Run ``write(folder)`` on a local temporary folder, then upload it to ``dest``, which
+    must be a new or empty prefix; returns what ``write`` returned."""
+    require_new_prefix(dest)
     with LOCAL.temp_dir("kafkalog-upload-") as tmp:
         result = write(Path(tmp))
         upload_log_dir(Path(tmp), dest)
@@ -63,3 +68,19 @@ def upload_log_dir(local: Path, dest: ObjectPath) -> int:
         put += 1
     fs.remove(dest / WRITING_MARKER)
     return put
+
+
+def upload_tree(local: Path, dest: ObjectPath) -> None:
+    """Put every file below the local folder ``local`` under ``dest`` (same relative names)."""
+    fs = storage_for(dest)
+    for f in LOCAL.glob(local, "**/*"):
+        if LOCAL.is_file(f):
+            fs.concat([f], dest / str(f.relative_to(local)))
+
+
+def download_tree(src: ObjectPath, local: Path) -> None:
+    """Get every object below ``src`` into the local folder ``local`` (created)."""
+    for obj in storage_for(src).list_files(src):
+        target = local / str(obj.relative_to(src))
+        LOCAL.make_dirs(target.parent)
+        LOCAL.concat([obj], target)
