@@ -312,6 +312,13 @@ _REMOTE_INDEXES_LOCK = threading.Lock()
 _REMOTE_INDEXES_KEPT = 64  # parsed offset indexes of object-store segments kept per process
 
 
+def forget_remote_indexes() -> None:
+    """Drop the parsed offset indexes kept for object-store segments (benchmarks measure the
+    first read of a segment with this)."""
+    with _REMOTE_INDEXES_LOCK:
+        _REMOTE_INDEXES.clear()
+
+
 def _offset_index(seg: Segment) -> OffsetIndex | None:
     """The segment's parsed offset index. An object-store segment's is kept (a few, by file
     and size): one read of a split looks it up twice, a GET each time otherwise."""

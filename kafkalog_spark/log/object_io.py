@@ -42,23 +42,28 @@ class RemoteEntry:
 
 class RequestCounter:
     """The requests this process sent to one store (``head``, ``get``, ``list``, ``put``) and
-    the bytes its GETs fetched: what the object-storage benchmark reports."""
+    the bytes its GETs fetched, also by file suffix (``.log``, ``.index``...): what the
+    object-storage benchmark reports."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.counts: dict[str, int] = {}
         self.bytes = 0
+        self.by_suffix: dict[str, int] = {}
 
-    def count(self, kind: str, nbytes: int = 0) -> None:
+    def count(self, kind: str, nbytes: int = 0, suffix: str = "") -> None:
         with self._lock:
             self.counts[kind] = self.counts.get(kind, 0) + 1
             self.bytes += nbytes
+            if nbytes:
+                self.by_suffix[suffix] = self.by_suffix.get(suffix, 0) + nbytes
 
     def reset(self) -> dict[str, int]:
-        """The counts so far (``bytes`` included), starting again from zero."""
+        """The counts so far (``bytes`` and ``bytes<suffix>`` included), from zero again."""
         with self._lock:
-            out = {**self.counts, "bytes": self.bytes}
-            self.counts, self.bytes = {}, 0
+            out = {**self.counts, "bytes": self.bytes,
+                   **{f"bytes{k}": v for k, v in self.by_suffix.items()}}
+            self.counts, self.bytes, self.by_suffix = {}, 0, {}
             return out
 
 

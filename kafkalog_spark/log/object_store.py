@@ -235,7 +235,7 @@ class RemoteStorage:
                 for start, end in ranges:
                     n = max(0, min(size if end is None else end, size) - start)
                     if n:
-                        self.requests.count("get", n)
+                        self.requests.count("get", n, p.suffix)
                     out.append(f.read_at(n, start) if n else b"")
                 return out
 
@@ -297,7 +297,7 @@ class RemoteStorage:
                 raise OSError(errno.EIO, f"the object ended at byte {start + len(data)} while "
                               f"{end} were expected (truncated or replaced while reading)",
                               str(p))
-            self.requests.count("get", len(data))
+            self.requests.count("get", len(data), p.suffix)
             buf[start:end] = np.frombuffer(data, np.uint8)
 
         if len(parts) <= 1:
