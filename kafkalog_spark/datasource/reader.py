@@ -24,10 +24,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
 
-from ..codec.decode import BadRange, DecodeOptions, decode_entries
+from ..codec.decode import BadRange, DecodeOptions, DecodeResult, decode_entries
 from ..codec.scan import scan_entries
 from ..codec.schema import default_columns
-from ..log.lookup import position_for_offset, read_window
+from ..log.lookup import position_for_offset
+from ..log.window import decode_window, read_window
 from ..log.transactions import aborted_mask
 from .columns import decode_columns
 from .executors import planned_files
@@ -55,22 +56,26 @@ def read_split(split: KafkaLogSplit, opts: ReadOptions, bad: list[BadRange] | No
     window = read_window(seg, start=split.start_position, end=split.end_position,
                          min_offset=split.min_offset, max_offset=split.max_offset,
                          first_offset=split.first_offset, next_offset=split.next_offset)
-    with planned_files(seg.dir), window as (buf, stop):
-        start, end = _byte_range(split, buf)
-        end = stop if end is None else end if stop is None else min(end, stop)
+    found: list[BadRange] = []
+    with planned_files(seg.dir), window as w:
+        start, end = _byte_range(split, w.buf)
+        end = w.stop if end is None else end if w.stop is None else min(end, w.stop)
         if end is not None and start >= end:
             return
-        result = decode_entries(buf, topic=split.topic, partition=split.partition,
-                                options=options, start=start, end=end,
-                                min_offset=split.min_offset, max_offset=split.max_offset,
-                                file=str(seg.log))
-        for batch in result:
+
+        def decode(lo: int, hi: int | None) -> DecodeResult:
+            return decode_entries(w.buf, topic=split.topic, partition=split.partition,
+                                  options=options, start=lo, end=hi,
+                                  min_offset=split.min_offset, max_offset=split.max_offset,
+                                  file=str(seg.log))
+
+        for batch in decode_window(w, decode, start, end, found):
             batch = _filter(batch, split)
             if decoded != names:
                 batch = batch.select(list(names))
             if batch.num_rows:
                 yield batch
-        for r in result.bad_ranges:
+        for r in found:
             log.warning("skipped bytes [%d, %d) of %s (base offset %s): %s", r.start, r.end,
                         r.file, r.base_offset, r.reason)
             if bad is not None:

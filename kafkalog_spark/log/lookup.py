@@ -25,8 +25,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -131,13 +130,13 @@ def position_for_offset(segment: Segment, offset: int, *,
     if log_buffer is None:
         with mapped_file(segment.log) as buf:
             return position_for_offset(segment, offset, log_buffer=buf)
-    hit = _offset_in(segment, log_buffer, _offset_index(segment), offset)
+    hit = _offset_in(segment, log_buffer, offset_index(segment), offset)
     return hit.position if hit is not None else scan_entries(log_buffer).stop_position
 
 
 def _find_offset_in_segment(seg: Segment, target: int) -> EntryHit | None:
     with mapped_file(seg.log) as buf:
-        return _offset_in(seg, buf, _offset_index(seg), target)
+        return _offset_in(seg, buf, offset_index(seg), target)
 
 
 def _offset_in(seg: Segment, buf: np.ndarray, index: OffsetIndex | None,
@@ -182,7 +181,7 @@ def _find_timestamp_in_segment(seg: Segment, target: int) -> EntryHit | None:
 
 
 def _timestamp_in(seg: Segment, buf: np.ndarray, target: int) -> EntryHit | None:
-    oindex = _offset_index(seg)
+    oindex = offset_index(seg)
     tindex = _time_index(seg)
     problem = None
     start = 0
@@ -245,68 +244,6 @@ def _sorted(segments: PartitionDir | Sequence[Segment]) -> list[Segment]:
     return sorted(segs, key=lambda s: s.base_offset)
 
 
-# --- reading a window of a segment ---------------------------------------------------------
-
-
-@contextmanager
-def read_window(segment: Segment, *, start: int = 0, end: int | None = None,
-                min_offset: int | None = None, max_offset: int | None = None,
-                first_offset: int | None = None, next_offset: int | None = None
-                ) -> Iterator[tuple[np.ndarray, int | None]]:
-    """The segment's ``.log`` for a read of offsets ``[min_offset, max_offset]`` inside bytes
-    ``[start, end)``, and where that read must stop (``None``: the end of the file).
-
-    On a local disk that is the whole memory map. On an object store only the bytes the offset
-    index narrows the read to are fetched: from the index entry at or below ``min_offset`` to
-    the entry after the first one past ``max_offset`` (it ends after every entry holding
-    ``max_offset``). The lookups the readers make are the ones :func:`position_for_offset`
-    makes: for ``min_offset`` when it lies past ``first_offset`` (default: the base offset), for
-    ``max_offset`` when it lies before ``next_offset - 1``. The fetched bytes are checked as
-    those lookups check them (the index entries fit, the entries walk cleanly to the stop); if
-    anything does not fit, or there is no index, the whole object is fetched, so a lookup's
-    fall-back walk from byte 0 reads real bytes.
-    """
-    fs = storage_for(segment.log)
-    if is_local(fs):
-        with mapped_file(segment.log) as buf:
-            yield buf, None
-        return
-    size = segment.log_size
-    lo, hi = start, size if end is None else min(end, size)
-    first = segment.base_offset if first_offset is None else first_offset
-    seek = min_offset is not None and min_offset > first
-    index = _offset_index(segment) if seek or max_offset is not None else None
-    checks: list[tuple[int, int]] = []  # the index entries the readers' lookups will use
-    if index is not None and len(index.offsets):
-        offsets, positions = index.offsets, index.positions
-        if seek:
-            k = int(np.searchsorted(offsets, min_offset, side="right")) - 1
-            if k >= 0:
-                checks.append((int(offsets[k]), int(positions[k])))
-                lo = max(lo, int(positions[k]))  # where the read starts
-        if max_offset is not None:
-            k = int(np.searchsorted(offsets, max_offset, side="right")) - 1
-            if k >= 0 and (next_offset is None or max_offset < next_offset - 1):
-                checks.append((int(offsets[k]), int(positions[k])))
-            after = k + 2  # past the first entry beyond max_offset: that entry is whole
-            hi = min(hi, int(positions[after]) if after < len(positions) else size)
-        lo = min([lo] + [p for _, p in checks])  # a lookup walks from its entry's position
-    elif seek or max_offset is not None:
-        lo, hi = 0, size  # no index: a lookup walks from byte 0
-    if lo <= 0 and hi >= size:  # all of it: nothing to check, as on a local disk
-        with fs.mapped(segment.log) as buf:
-            yield buf, None
-        return
-    with fs.mapped_ranges(segment.log, [(lo, max(lo, hi))], size) as buf:
-        walk = scan_entries(buf, start=lo, end=max(lo, hi))
-        if walk.clean and all(check_offset_entry(index, o, p, scan_entries(buf, p, hi),
-                                                 size) is None for o, p in checks):
-            yield buf, hi
-            return
-    with mapped_file(segment.log) as buf:
-        yield buf, None
-
-
 _REMOTE_INDEXES: OrderedDict[tuple[str, int | None], OffsetIndex | None] = OrderedDict()
 _REMOTE_INDEXES_LOCK = threading.Lock()
 _REMOTE_INDEXES_KEPT = 64  # parsed offset indexes of object-store segments kept per process
@@ -319,8 +256,8 @@ def forget_remote_indexes() -> None:
         _REMOTE_INDEXES.clear()
 
 
-def _offset_index(seg: Segment) -> OffsetIndex | None:
-    """The segment's parsed offset index. An object-store segment's is kept (a few, by file
+def offset_index(seg: Segment) -> OffsetIndex | None:
+    """The segment's parsed offset index (``None``: it has none). An object-store segment's is kept (a few, by file
     and size): one read of a split looks it up twice, a GET each time otherwise."""
     if seg.index is None:
         return None

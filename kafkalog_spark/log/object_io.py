@@ -67,6 +67,46 @@ class RequestCounter:
             return out
 
 
+class FetchProgress:
+    """How far a background fetch of an object into one array has come: parts complete in any
+    order, :meth:`wait` blocks until a prefix of the object is all there (or the fetch
+    failed, then it raises that error)."""
+
+    def __init__(self, parts: Sequence[tuple[int, int]]) -> None:
+        self._parts = list(parts)
+        self._done = [False] * len(self._parts)
+        self._next = 0  # first part not done
+        self._error: BaseException | None = None
+        self._cond = threading.Condition()
+
+    @property
+    def available(self) -> int:
+        """The end of the fetched prefix."""
+        with self._cond:
+            return self._parts[self._next - 1][1] if self._next else \
+                (self._parts[0][0] if self._parts else 0)
+
+    def done(self, i: int, error: BaseException | None = None) -> None:
+        with self._cond:
+            if error is not None and self._error is None:
+                self._error = error
+            self._done[i] = True
+            while self._next < len(self._done) and self._done[self._next]:
+                self._next += 1
+            self._cond.notify_all()
+
+    def wait(self, position: int) -> int:
+        """Block until every byte before ``position`` is fetched; the fetched prefix's end."""
+        with self._cond:
+            while True:
+                if self._error is not None:
+                    raise self._error
+                end = self._parts[self._next - 1][1] if self._next else 0
+                if end >= position or self._next == len(self._parts):
+                    return end
+                self._cond.wait()
+
+
 COALESCE_BYTES = 1 << 20
 """Byte ranges of one object closer than this are fetched with one GET (a GET costs about as
 much as transferring this many bytes on a cloud link)."""

@@ -24,8 +24,8 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import Location, LogDirError
-from .object_io import (RemoteEntry, RemoteStat, RequestCounter, coalesce, match_parts,
-                        remote_stat)
+from .object_io import (FetchProgress, RemoteEntry, RemoteStat, RequestCounter, coalesce,
+                        match_parts, remote_stat)
 from .object_options import build_filesystem, refuse, store_error
 from .object_path import ObjectPath
 
@@ -282,6 +282,45 @@ class RemoteStorage:
                               Location(file=str(path))) from None
         buf.flags.writeable = False
         yield buf
+
+    @contextmanager
+    def mapped_streaming(self, path: ObjectPath | str, size: int
+                         ) -> Iterator[tuple[np.ndarray, FetchProgress]]:
+        """The whole object as an array that fills in the background: parts of
+        :data:`PART_BYTES`, :data:`FETCH_THREADS` ranged GETs at a time, front to back; the
+        :class:`FetchProgress` says (and waits for) how much is there. Decoding the front
+        while the rest arrives overlaps the two. Leaving the block stops the fetch."""
+        import numpy as np
+        from concurrent.futures import ThreadPoolExecutor
+
+        p = _obj(path)
+        parts = [(s, min(size, s + PART_BYTES)) for s in range(0, size, PART_BYTES)]
+        progress = FetchProgress(parts)
+        buf = np.empty(size, np.uint8)
+        self.requests.count("head")
+        f = self._call(p, "open", lambda: self.arrow_fs.open_input_file(p.arrow_path))
+        pool = ThreadPoolExecutor(FETCH_THREADS)
+        stopped = False
+
+        def fetch(i: int) -> None:
+            if stopped:
+                return progress.done(i)
+            try:
+                self._fetch_into(p, f, buf, [parts[i]])
+            except BaseException as exc:  # handed to whoever waits
+                error = LogDirError(f"cannot read object: {getattr(exc, 'strerror', exc)}",
+                                    Location(file=str(path)))
+                return progress.done(i, error)
+            progress.done(i)
+
+        try:
+            for i in range(len(parts)):
+                pool.submit(fetch, i)
+            yield buf, progress
+        finally:
+            stopped = True
+            pool.shutdown(wait=True)
+            f.close()
 
     def _fetch_into(self, p: ObjectPath, f: Any, buf: np.ndarray,
                     ranges: Sequence[tuple[int, int]]) -> None:

@@ -18,13 +18,13 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..codec.decode import BadRange, DecodeOptions, decode_entries
+from ..codec.decode import BadRange, DecodeOptions, DecodeResult, decode_entries
 from ..codec.schema import record_schema
 from ..errors import InvalidOptionError
 from .discovery import discover
 from .selection import check_selection, readable_partitions
 from .model import PartitionDir, Segment
-from .lookup import read_window
+from .window import decode_window, read_window
 from .storage import user_paths
 
 PathLike = str | os.PathLike[str]
@@ -101,14 +101,15 @@ class LogReadResult(Iterator[pa.RecordBatch]):
         for plan in plans:
             window = read_window(plan.segment, min_offset=plan.min_offset,
                                  max_offset=plan.max_offset, next_offset=plan.segment.base_offset)
-            with window as (buf, stop):
-                result = decode_entries(buf, topic=plan.topic, partition=plan.partition,
-                                        options=options, start=_start_position(plan, buf),
-                                        end=stop,
-                                        min_offset=plan.min_offset, max_offset=plan.max_offset,
-                                        file=str(plan.segment.log))
-                yield from result
-                self.bad_ranges.extend(result.bad_ranges)
+            with window as w:
+                def decode(start: int, end: int | None, buf=w.buf, plan=plan) -> DecodeResult:
+                    return decode_entries(buf, topic=plan.topic, partition=plan.partition,
+                                          options=options, start=start, end=end,
+                                          min_offset=plan.min_offset,
+                                          max_offset=plan.max_offset, file=str(plan.segment.log))
+
+                yield from decode_window(w, decode, _start_position(plan, w.buf), w.stop,
+                                         self.bad_ranges)
 
 
 def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | None = None,
