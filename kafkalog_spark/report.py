@@ -83,6 +83,14 @@ def render_recovery(report: RecoveryReport) -> str:
         if p.actions:
             lines.append(head)
             lines.extend(f"  {a.describe()}" for a in p.actions)
+        for d in p.damage:
+            lines.append(f"  damaged bytes [{d['start']}, {d['end']}) of {d['file']}: "
+                         f"{d['reason']}; offset gap after {d['last_offset_before']}, "
+                         f"resuming at {d['first_offset_after']}")
+        if p.salvage_would_keep:
+            k = p.salvage_would_keep
+            lines.append(f"  --salvage would keep {k['entries']} valid entries ({k['bytes']} "
+                         f"bytes) around {k['damaged_ranges']} damaged range(s)")
     lines.extend(a.describe() for a in report.log_dir_actions)
     lines.extend(f"note: {n}" for n in report.notes)
     for run in report.quarantine_runs:

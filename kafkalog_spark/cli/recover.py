@@ -25,16 +25,22 @@ from .progress import Progress, progress_option, segment_files
 @click.option("--quarantine", "quarantine_dir", type=click.Path(file_okay=False),
               help="Quarantine root (default: <log dir>.kafkalog-quarantine next to the log dir).")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--salvage", is_flag=True,
+              help="Keep every valid batch after damage: drop only the damaged byte ranges "
+                   "(into the quarantine) instead of cutting the partition there.")
 @progress_option
 def command(log_dirs: tuple[str, ...], execute: bool, quarantine_dir: str | None,
-            as_json: bool, progress: bool | None) -> None:
+            as_json: bool, salvage: bool, progress: bool | None) -> None:
     """Finish interrupted swaps, cut each partition at its first invalid batch (the cut bytes and
     later segments go to a quarantine with a SHA-256 manifest), rebuild indexes, producer
     snapshots, leader-epoch and offset checkpoints. Refuses a log dir a broker holds.
+
+    With --salvage, damaged ranges are dropped and every valid batch after them kept (an
+    offset gap where each was); a default run reports what --salvage would keep.
     """
     with Progress("recover", enabled=progress, files=lambda: segment_files(list(log_dirs))):
         report = recover(list(log_dirs), execute_plan=execute, quarantine_dir=quarantine_dir,
-                         step=None)
+                         step=None, salvage=salvage)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_recovery(report))
     if report.changed and not execute:
         sys.exit(1)

@@ -24,6 +24,8 @@ QUARANTINE_FILE = "quarantine-file"  # move a whole file into the quarantine
 CUT_TAIL = "cut-tail"  # copy [start, end) into the quarantine, then truncate at start
 WRITE_FILE = "write-file"  # replace (or create) a derived file; old content kept in quarantine
 RENAME = "rename"  # a swap pass rename
+SALVAGE = "salvage-segment"  # rewrite a segment without its damaged ranges (recover --salvage;
+# carried out by recovery.salvage.execute_salvage, never by execute())
 
 Step = Callable[[str], None]
 
@@ -57,6 +59,8 @@ class Action:
             return f"quarantine {self.path}: {self.reason}"
         if self.kind == RENAME:
             return f"rename {self.path} -> {Path(self.target).name}: {self.reason}"
+        if self.kind == SALVAGE:
+            return f"salvage {self.path}: {self.reason}"
         return f"write {self.path} ({len(self.content or b'')} bytes): {self.reason}"
 
 

@@ -53,7 +53,7 @@ from ..log.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.storage import mapped_file, storage_for
 from ..log.staging import STAGING_INFIX
 from ..log.selection import require_kafka_data
-from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, WRITE_FILE, Action, execute
+from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, SALVAGE, WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
 
@@ -70,6 +70,8 @@ class PartitionOutcome:
     first_base: int = 0
     log_end: int = 0
     cut: dict | None = None  # {"file", "position", "base_offset", "reason"}
+    damage: list[dict] = field(default_factory=list)  # --salvage: the ranges dropped, gaps
+    salvage_would_keep: dict | None = None  # default run with a cut: what --salvage keeps
 
 
 @dataclass
@@ -94,14 +96,15 @@ class RecoveryReport:
         return {"executed": self.executed, "changed": self.changed, "notes": self.notes,
                 "quarantine_runs": self.quarantine_runs,
                 "partitions": [{"partition": p.name, "path": p.path, "first_base_offset": p.first_base,
-                                "log_end_offset": p.log_end, "cut": p.cut,
+                                "log_end_offset": p.log_end, "cut": p.cut, "damage": p.damage,
+                                "salvage_would_keep": p.salvage_would_keep,
                                 "actions": [a.to_dict() for a in p.actions]} for p in self.partitions],
                 "log_dir_actions": [a.to_dict() for a in self.log_dir_actions]}
 
 
 def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
             execute_plan: bool = False, quarantine_dir: str | os.PathLike[str] | None = None,
-            step: Step | None = None) -> RecoveryReport:
+            step: Step | None = None, salvage: bool = False) -> RecoveryReport:
     """Plan (and with ``execute_plan`` carry out) the recovery of log dirs.
 
     Parameters
@@ -115,6 +118,10 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         not be inside a log dir.
     step : callable, optional
         Called with a label before every durable operation.
+    salvage : bool
+        Keep every valid entry after damage instead of cutting there
+        (:mod:`~kafkalog_spark.recovery.salvage`); default: Kafka's rule, and the report says
+        what salvage would keep.
 
     Returns
     -------
@@ -141,17 +148,17 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         if execute_plan:
             with hold_lock(log_dir.path):
                 q.resume()
-                _recover_log_dir(log_dir, report, q, step, execute_plan=True)
+                _recover_log_dir(log_dir, report, q, step, execute_plan=True, salvage=salvage)
                 q.finish()
         else:
-            _recover_log_dir(log_dir, report, q, step, execute_plan=False)
+            _recover_log_dir(log_dir, report, q, step, execute_plan=False, salvage=salvage)
         if q.run is not None:
             report.quarantine_runs.append(str(q.run))
     return report
 
 
 def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, step: Step | None,
-                     *, execute_plan: bool) -> None:
+                     *, execute_plan: bool, salvage: bool = False) -> None:
     starts = _read_offsets(log_dir.path / N.LOG_START_OFFSET_CHECKPOINT)
     for part in log_dir.special:
         if part.kind == N.DELETE_DIR:
@@ -186,10 +193,20 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
             view = _classify(part.path, part.topic, part.partition, part.kind, part.uuid, files, [])
         tp = (part.topic, part.partition) if part.topic is not None else None
         start = starts.get(tp, 0) if tp is not None else 0
-        outcome = plan_partition(view, log_start_checkpoint=start)
-        outcome.actions[:0] = swap_actions
+        salvaged: list[Action] = []
+        damage: list[dict] = []
+        if salvage:
+            view, salvaged, damage = _salvage(view, log_dir, q, step, execute_plan)
+        if salvaged and not execute_plan:  # what follows is planned once the rewrite is done
+            outcome = PartitionOutcome(part.name, str(part.path))
+        else:
+            outcome = plan_partition(view, log_start_checkpoint=start)
+        outcome.damage = damage
+        if outcome.cut is not None and not salvage:
+            outcome.salvage_would_keep = _salvage_estimate(view)
+        outcome.actions[:0] = swap_actions + salvaged
         if execute_plan:
-            execute(outcome.actions[len(swap_actions):], q, step)
+            execute(outcome.actions[len(swap_actions) + len(salvaged):], q, step)
         report.partitions.append(outcome)
         if part.kind is None and tp is not None:
             ends[tp] = (outcome.first_base, outcome.log_end)  # type: ignore[index]
@@ -197,6 +214,39 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
     report.log_dir_actions.extend(actions)
     if execute_plan:
         execute(actions, q, step)
+
+
+def _salvage(view: PartitionDir, log_dir: LogDir, q: Quarantine, step: Step | None,
+             execute_plan: bool) -> tuple[PartitionDir, list[Action], list[dict]]:
+    """``--salvage`` for one partition: rewrite each damaged segment without its damaged
+    ranges (with ``execute_plan``) and return the partition as it then is, the rewrites as
+    actions for the report, and every damaged range with the offsets around it."""
+    from .salvage import execute_salvage, plan_partition_salvage
+
+    plans = plan_partition_salvage(view)
+    damage = [d.to_dict() for p in plans for d in p.damage]
+    actions = [Action(SALVAGE, str(p.segment.log),
+                      f"keep {p.kept_entries} valid entries ({p.kept_bytes} bytes), drop "
+                      f"{len(p.damage)} damaged range(s) of {sum(d.end - d.start for d in p.damage)}"
+                      " bytes into the quarantine")
+               for p in plans if p.rewrite]
+    if not actions or not execute_plan:
+        return view, actions, damage
+    for p in plans:
+        if p.rewrite:
+            execute_salvage(view, p, q, step)
+    return _scan_partition_dir(view.path, N.parse_partition_dir_name(view.path.name),
+                               root=log_dir.path), actions, damage
+
+
+def _salvage_estimate(view: PartitionDir) -> dict:
+    """What ``--salvage`` would keep of a partition that default recovery cuts."""
+    from .salvage import plan_partition_salvage
+
+    plans = plan_partition_salvage(view)
+    return {"entries": sum(p.kept_entries for p in plans),
+            "bytes": sum(p.kept_bytes for p in plans),
+            "damaged_ranges": sum(len(p.damage) for p in plans)}
 
 
 def _swap_action(a: swap.SwapAction) -> Action:
