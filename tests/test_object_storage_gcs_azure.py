@@ -122,3 +122,33 @@ def test_a_silent_endpoint_times_out_naming_the_uri(silent_endpoint):
         kl.read_log("s3://silent/logs", storage_options=opts)
     assert time.monotonic() - start < 60
     assert "s3://silent/logs" in str(failed.value) and "not-printed" not in str(failed.value)
+
+
+def test_migrate_into_an_azure_delta_table(tmp_path):
+    """Delta on Azure (Azurite): the same migration, read back by delta-rs."""
+    from azurite import ACCOUNT_KEY, ACCOUNT_NAME, Azurite, azurite_missing
+    from deltalake import DeltaTable
+
+    from kafkalog_spark.delta import migrate
+    from test_delta_migrate import log_rows, records
+
+    if azurite_missing():
+        pytest.skip(azurite_missing())
+    logs = tmp_path / "logs"
+    kl.write_log(records(300), logs, segment_bytes=8 * 1024, max_batch_records=25)
+    with Azurite(tmp_path / "azurite") as server:
+        server.make_container("lake")
+        opts = {"account_key": ACCOUNT_KEY, "azure_storage_endpoint": f"http://{server.authority}"}
+        uri = f"abfss://lake@{ACCOUNT_NAME}.dfs.core.windows.net/kafka"
+        m = migrate(logs, uri, storage_options=opts)
+        assert m["records"] == 300 and m["commits"] == 1
+        assert migrate(logs, uri, storage_options=opts)["records"] == 0
+        table = DeltaTable(f"{uri}/orders", storage_options={
+            "azure_storage_account_name": ACCOUNT_NAME, "azure_storage_account_key": ACCOUNT_KEY,
+            "azure_storage_endpoint": f"http://{server.authority}/{ACCOUNT_NAME}",
+            "allow_http": "true"}).to_pyarrow_table()
+        got = sorted(table.select(["partition", "offset", "value"]).to_pylist(),
+                     key=lambda r: (r["partition"], r["offset"]))
+        want = [{k: r[k] for k in ("partition", "offset", "value")}
+                for r in log_rows(logs, topics=["orders"])]
+        assert got == want

@@ -191,12 +191,19 @@ def end_run(path: Path, run_id: str, committed: Sequence[str] | None = None) -> 
     fs.remove(path / STATE_DIR / "runs" / run_id, missing_ok=True)
 
 
-def clean_killed_runs(path: Path) -> list[str]:
+def clean_killed_runs(path: Path, grace_s: float = 0) -> list[str]:
     """Delete the files of runs that were killed before their commit (their marker is left and
-    no commit carries their run id); returns the relative paths deleted."""
+    no commit carries their run id); returns the relative paths deleted.
+
+    Locally the table's lock says no other run is alive. An object store has no lock: another
+    run's marker may be a live run's, so only markers older than ``grace_s`` seconds are taken
+    for killed runs (younger ones are left with their files, which no commit references)."""
     fs = storage_for(path)
     runs_dir = path / STATE_DIR / "runs"
     killed = sorted(fs.listdir(runs_dir)) if fs.is_dir(runs_dir) else []
+    if not is_local(fs):
+        now = time.time()
+        killed = [r for r in killed if now - fs.stat(runs_dir / r).st_mtime >= grace_s]
     if not killed:
         return []
     committed = _committed_runs(path) if table_exists(path) else set()

@@ -110,7 +110,8 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
                 continue
             storage_for(path).make_dirs(path, exist_ok=True)
             held.enter_context(table_lock(path, opts.single_writer))
-            metrics["cleaned"] += [str(path / f) for f in clean_killed_runs(path)]
+            metrics["cleaned"] += [str(path / f) for f in
+                                   clean_killed_runs(path, opts.killed_run_grace_s)]
             reached = migrated_offsets(path, app_ids)
             plan = plan_table(path, parts, opts, reached)
             metrics["data_loss"] += plan.gaps

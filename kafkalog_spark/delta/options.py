@@ -59,6 +59,9 @@ MIGRATE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("writer", "auto", "delta-rs: Parquet files committed by deltalake; delta-spark: "
                "df.write.format('delta') (needs the Delta jars); auto: delta-spark when its "
                "jars are on the session's classpath"),
+    OptionSpec("killed_run_grace_s", 86400, "a table on an object store (no lock): files of "
+               "an unfinished run are deleted as a killed run's only once its marker is this "
+               "many seconds old (younger: maybe a live run; its files stay, unreferenced)"),
     OptionSpec("single_writer", False, "a table on an object store whose writes are not "
                "conditional (the version file of a commit may be overwritten): accept that "
                "only one migration writes the table at a time; refused otherwise"),
@@ -81,6 +84,7 @@ class MigrateOptions:
     app_id_prefix: str = "kafkalog"
     engine: str = "auto"
     writer: str = "auto"
+    killed_run_grace_s: float = 86400
     single_writer: bool = False
 
     def wants(self, topic: str) -> bool:
@@ -136,6 +140,7 @@ def parse_migrate_options(options: Mapping[str, object] | None = None, **kwargs:
         app_id_prefix=_app_id_prefix(raw.get("app_id_prefix", "kafkalog")),
         engine=_choice("engine", raw.get("engine", "auto"), ENGINES),
         writer=_choice("writer", raw.get("writer", "auto"), WRITERS),
+        killed_run_grace_s=_seconds(raw.get("killed_run_grace_s", 86400)),
         single_writer=_bool("single_writer", raw.get("single_writer", False)),
     )
 
@@ -190,6 +195,17 @@ def _bool(name: str, value: object) -> bool:
     if isinstance(value, bool):
         return value
     return _choice(name, value, ("true", "false")) == "true"
+
+
+def _seconds(value: object) -> float:
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        out = -1.0
+    if out < 0:
+        raise InvalidOptionError(f"killed_run_grace_s must be a number of seconds >= 0; got "
+                                 f"{value!r}")
+    return out
 
 
 def _app_id_prefix(value: object) -> str:

@@ -117,6 +117,13 @@ def for_delta_rs(store: str, options: Mapping[str, str], account: str = "") -> d
         out["aws_region"] = "us-east-1"  # as build_filesystem: S3-compatible servers take any
     if store == "abfs" and account and "azure_storage_account_name" not in out:
         out["azure_storage_account_name"] = account
+    name = out.get("azure_storage_account_name", "")
+    split = urlsplit(endpoint)
+    if store == "abfs" and name and split.hostname and not split.path.strip("/") \
+            and not split.hostname.startswith(name + "."):
+        # a path-style endpoint (an emulator: http://127.0.0.1:10000/<account>): pyarrow takes
+        # the authority and adds the account itself, delta-rs wants it in the URL
+        out["azure_storage_endpoint"] = endpoint.rstrip("/") + "/" + name
     for name in ("timeout", "connect_timeout"):
         if name in options:
             out[name] = f"{float(options[name]):g}s"

@@ -286,10 +286,9 @@ class RemoteStorage:
     @contextmanager
     def mapped_streaming(self, path: ObjectPath | str, size: int
                          ) -> Iterator[tuple[np.ndarray, FetchProgress]]:
-        """The whole object as an array that fills in the background: parts of
-        :data:`PART_BYTES`, :data:`FETCH_THREADS` ranged GETs at a time, front to back; the
-        :class:`FetchProgress` says (and waits for) how much is there. Decoding the front
-        while the rest arrives overlaps the two. Leaving the block stops the fetch."""
+        """The whole object as an array filling in the background (:data:`PART_BYTES` parts,
+        :data:`FETCH_THREADS` GETs at a time, front to back; :class:`FetchProgress` says how
+        much is there), so decoding the front overlaps fetching the rest."""
         import numpy as np
         from concurrent.futures import ThreadPoolExecutor
 
@@ -298,7 +297,11 @@ class RemoteStorage:
         progress = FetchProgress(parts)
         buf = np.empty(size, np.uint8)
         self.requests.count("head")
-        f = self._call(p, "open", lambda: self.arrow_fs.open_input_file(p.arrow_path))
+        try:
+            f = self._call(p, "open", lambda: self.arrow_fs.open_input_file(p.arrow_path))
+        except OSError as exc:
+            raise LogDirError(f"cannot read object: {exc.strerror}",
+                              Location(file=str(path))) from None
         pool = ThreadPoolExecutor(FETCH_THREADS)
         stopped = False
 
@@ -347,10 +350,6 @@ class RemoteStorage:
 
         with ThreadPoolExecutor(min(FETCH_THREADS, len(parts))) as pool:
             list(pool.map(fetch, parts))
-
-    def map_readonly(self, path: ObjectPath | str) -> bytes | None:
-        data = self.read_bytes(path)
-        return data or None
 
     def update_mapped(self, path: ObjectPath | str, update: Callable[[np.ndarray], None]) -> None:
         raise refuse(path, "change a file in place")

@@ -67,7 +67,9 @@ def read_window(segment: Segment, *, start: int = 0, end: int | None = None,
     lo, hi = start, size if end is None else min(end, size)
     first = segment.base_offset if first_offset is None else first_offset
     seek = min_offset is not None and min_offset > first
-    index = offset_index(segment) if seek or max_offset is not None else None
+    max_lookup = max_offset is not None and (next_offset is None or max_offset < next_offset - 1)
+    lookups = seek or max_lookup  # the readers will walk from an index entry (or byte 0)
+    index = offset_index(segment) if lookups or max_offset is not None else None
     checks: list[tuple[int, int]] = []  # the index entries the readers' lookups will use
     if index is not None and len(index.offsets):
         offsets, positions = index.offsets, index.positions
@@ -76,18 +78,23 @@ def read_window(segment: Segment, *, start: int = 0, end: int | None = None,
             if k >= 0:
                 checks.append((int(offsets[k]), int(positions[k])))
                 lo = max(lo, int(positions[k]))  # where the read starts
+            else:
+                lo = 0  # no entry at or below it: the lookup walks from byte 0
         if max_offset is not None:
             k = int(np.searchsorted(offsets, max_offset, side="right")) - 1
-            if k >= 0 and (next_offset is None or max_offset < next_offset - 1):
-                checks.append((int(offsets[k]), int(positions[k])))
+            if max_lookup:
+                if k >= 0:
+                    checks.append((int(offsets[k]), int(positions[k])))
+                else:
+                    lo = 0
             after = k + 2  # past the first entry beyond max_offset: that entry is whole
             hi = min(hi, int(positions[after]) if after < len(positions) else size)
         lo = min([lo] + [p for _, p in checks])  # a lookup walks from its entry's position
-    elif seek or max_offset is not None:
+    elif lookups:
         lo, hi = 0, size  # no index: a lookup walks from byte 0
     if lo <= 0 and hi >= size:  # all of it: nothing to check, as on a local disk
-        if checks or index is None and (seek or max_offset is not None):
-            with fs.mapped(segment.log) as buf:  # the lookups need the bytes first
+        if lookups:
+            with fs.mapped(segment.log) as buf:  # the lookups need every byte first
                 yield Window(buf)
         else:
             with fs.mapped_streaming(segment.log, size) as (buf, progress):
