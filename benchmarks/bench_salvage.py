@@ -50,17 +50,13 @@ def generate(log_dir: Path, mib: int) -> Path:
     from kafkalog_spark import write_log
 
     n = (mib << 20) // (VALUE_BYTES + 80)
-    rng = np.random.default_rng(5)
-    chunk = 200_000
-    for start in range(0, n, chunk):
-        m = min(chunk, n - start)
-        body = rng.integers(97, 123, m * VALUE_BYTES, dtype=np.uint8).tobytes()
-        values = pa.array([body[i * VALUE_BYTES:(i + 1) * VALUE_BYTES] for i in range(m)],
-                          pa.binary())
-        write_log(pa.table({"value": values,
-                            "key": pa.array([b"k%d" % (start + i) for i in range(m)])}),
-                  log_dir, topic="t", max_batch_records=RECORDS_PER_BATCH,
-                  segment_bytes=(mib + 64) << 20)
+    body = np.random.default_rng(5).integers(97, 123, n * VALUE_BYTES, dtype=np.uint8)
+    offsets = np.arange(0, (n + 1) * VALUE_BYTES, VALUE_BYTES, dtype=np.int32)
+    values = pa.BinaryArray.from_buffers(pa.binary(), n, [None, pa.py_buffer(offsets),
+                                                          pa.py_buffer(body)])
+    # one call: each write_log call starts a segment of its own
+    write_log(pa.table({"value": values}), log_dir, topic="t",
+              max_batch_records=RECORDS_PER_BATCH, segment_bytes=(mib + 64) << 20)
     return sorted((log_dir / "t-0").glob("*.log"))[0]
 
 
