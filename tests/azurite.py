@@ -15,17 +15,12 @@ unset, pyarrow tries ``devstoreaccount1.dfs.core.windows.net`` and fails."""
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from servers import ManagedServer, ServerProcess, answers, free_port
 
 # Azurite's documented development account (public; accepted only by the emulator)
 ACCOUNT_NAME = "devstoreaccount1"
@@ -50,19 +45,13 @@ def azurite_missing() -> str | None:
     return None
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
-class Azurite:
+class Azurite(ManagedServer):
     """``azurite-blob``; a context manager (start on enter, stop on exit)."""
 
     root: Path
     port: int = 0
-    proc: subprocess.Popen | None = None
+    server: ServerProcess | None = None
 
     @property
     def authority(self) -> str:
@@ -79,49 +68,13 @@ class Azurite:
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "data").mkdir(exist_ok=True)
         self.port = free_port()
-        log = open(self.root / "azurite.out", "wb")
-        self.proc = subprocess.Popen(
+        self.server = ServerProcess("azurite-blob", self.root / "azurite.out")
+        self.server.start(
             [azurite_binary(), "--blobHost", "127.0.0.1", "--blobPort", str(self.port),
              "--location", str(self.root / "data"), "--skipApiVersionCheck", "--loose",
              "--disableTelemetry"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                out = self.output()[-3000:]
-                self.proc = None
-                raise RuntimeError(f"azurite-blob exited:\n{out}")
-            try:
-                urllib.request.urlopen(f"{self.endpoint}?comp=list", timeout=1).close()
-                return self
-            except urllib.error.HTTPError:  # it answers (403 without a signature)
-                return self
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"azurite-blob did not answer on {self.endpoint} within {timeout}s;"
-                           f" its output:\n{self.output()[-3000:]}")
-
-    def output(self) -> str:
-        return (self.root / "azurite.out").read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
-        self.proc = None
-
-    def __enter__(self) -> "Azurite":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+            ready=lambda: answers(f"{self.endpoint}?comp=list"), timeout=timeout)
+        return self
 
     def filesystem(self, account_key: str = ACCOUNT_KEY):
         """A ``pyarrow.fs.AzureFileSystem`` for this server (shared key, plain HTTP; the DFS

@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from servers import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -29,12 +30,6 @@ def spark_home() -> str:
     from pyspark.find_spark_home import _find_spark_home
 
     return _find_spark_home()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def children(pid: int) -> list[int]:

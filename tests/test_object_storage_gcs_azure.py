@@ -23,6 +23,10 @@ from kafkalog_spark.log.storage import as_path, storage_for
 
 from test_verify import REAL_LOG_DIRS
 
+# slow: object-store plumbing, run once (not again in the plain-Python pass, which re-runs the
+# kernels these tests reach through other tests)
+pytestmark = pytest.mark.slow
+
 
 def _gcs(root: Path) -> Iterator[tuple[str, dict[str, str], Callable[[Path, str], None]]]:
     if fake_gcs_binary() is None:

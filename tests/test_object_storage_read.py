@@ -42,6 +42,10 @@ from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
 from test_read_write import records
 from test_verify import REAL_LOG_DIRS
 
+# slow: object-store plumbing, run once (not again in the plain-Python pass, which re-runs the
+# kernels these tests reach through other tests)
+pytestmark = pytest.mark.slow
+
 REPO = Path(__file__).resolve().parents[1]
 KAFKALOG = [sys.executable, "-m", "kafkalog_spark.cli"]
 BUCKET = "kafka-logs"

@@ -29,6 +29,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 from ..errors import InvalidOptionError
 from ..log.atomic import atomic_write_bytes
@@ -218,23 +219,33 @@ class Quarantine:
         storage.make_dirs(stored.parent, exist_ok=True)
         tmp = stored.with_name(stored.name + ".tmp")
         self._say(f"copy {path} [{start}, {end}) -> {stored}")
-        with storage_for(path).open_read(path) as src:
-            dst = storage.open_write(tmp)
-            try:
-                src.seek(start)
-                left = end - start
-                while left > 0:
-                    chunk = src.read(min(_CHUNK, left))
-                    if not chunk:
-                        break
-                    dst.write(chunk)
-                    left -= len(chunk)
-            except BaseException:
-                dst.close()
-                raise
-            storage.close_durably(dst)
+        dst = storage.open_write(tmp)
+        try:
+            copy_ranges(path, [(start, end)], dst)
+        except BaseException:
+            dst.close()
+            raise
+        storage.close_durably(dst)
         storage.rename(tmp, stored)
         storage.fsync_dir(stored.parent)
+
+
+def copy_ranges(path: Path, ranges: list[tuple[int, int]], out: BinaryIO) -> int:
+    """Write the byte ranges ``[start, end)`` of the file ``path``, in order, to ``out``;
+    returns the bytes written (fewer when the file ends before a range does)."""
+    written = 0
+    with storage_for(path).open_read(path) as src:
+        for start, end in ranges:
+            src.seek(start)
+            left = end - start
+            while left > 0:
+                chunk = src.read(min(_CHUNK, left))
+                if not chunk:
+                    break
+                out.write(chunk)
+                left -= len(chunk)
+                written += len(chunk)
+    return written
 
 
 def _load_manifest(path: Path) -> dict | None:

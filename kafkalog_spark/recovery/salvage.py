@@ -29,10 +29,11 @@ import numpy as np
 
 from ..codec.resync import DEFAULT_MAX_ENTRY_BYTES, next_entry
 from ..codec.scan import STOP_PARTIAL_ENTRY, scan_entries
+from ..errors import Location, LogDirError
 from ..log.model import PartitionDir, Segment
 from ..log.storage import mapped_file, storage_for
 from ..log.swap import NewSegment, replace_segments
-from .quarantine import Quarantine
+from .quarantine import Quarantine, copy_ranges
 from .recover import first_invalid_entry
 
 
@@ -176,18 +177,14 @@ def execute_salvage(part: PartitionDir, plan: SegmentSalvage, quarantine: Quaran
         step(f"write {cleaned.name}")
     out = fs.open_write(cleaned)
     try:
-        with fs.open_read(log) as src:
-            for start, end in plan.keep:
-                src.seek(start)
-                left = end - start
-                while left:
-                    chunk = src.read(min(left, 8 << 20))
-                    out.write(chunk)
-                    left -= len(chunk)
+        written = copy_ranges(log, plan.keep, out)
     except BaseException:
         out.close()
         raise
     fs.close_durably(out)
+    if written != plan.kept_bytes:
+        raise LogDirError(f"the segment changed while it was salvaged: {written} of "
+                          f"{plan.kept_bytes} bytes read", Location(file=str(log)))
     with mapped_file(cleaned) as written:
         replace_segments(part.path, [NewSegment(seg.base_offset, written, mtime=seg.mtime,
                                                 log_written=True)],
