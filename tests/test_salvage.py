@@ -137,6 +137,8 @@ def test_dry_run_changes_nothing_and_plans_the_rewrite(tmp_path):
     report = recover([logs], salvage=True)
     text = render_recovery(report)
     assert "salvage " in text and "damaged bytes" in text and "offset gap after" in text
+    # the plan reports (and caps the checkpoints to) the log end the salvage leaves
+    assert report.partitions[0].log_end == N and report.partitions[0].first_base == 0
     assert {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
 
 

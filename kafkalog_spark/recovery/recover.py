@@ -196,9 +196,10 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
         salvaged: list[Action] = []
         damage: list[dict] = []
         if salvage:
-            view, salvaged, damage = _salvage(view, log_dir, q, step, execute_plan)
+            view, salvaged, damage, salvaged_end = _salvage(view, log_dir, q, step, execute_plan)
         if salvaged and not execute_plan:  # what follows is planned once the rewrite is done
-            outcome = PartitionOutcome(part.name, str(part.path))
+            outcome = PartitionOutcome(part.name, str(part.path), log_end=salvaged_end,
+                                       first_base=view.segments[0].base_offset)
         else:
             outcome = plan_partition(view, log_start_checkpoint=start)
         outcome.damage = damage
@@ -217,13 +218,17 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
 
 
 def _salvage(view: PartitionDir, log_dir: LogDir, q: Quarantine, step: Step | None,
-             execute_plan: bool) -> tuple[PartitionDir, list[Action], list[dict]]:
+             execute_plan: bool) -> tuple[PartitionDir, list[Action], list[dict], int]:
     """``--salvage`` for one partition: rewrite each damaged segment without its damaged
     ranges (with ``execute_plan``) and return the partition as it then is, the rewrites as
-    actions for the report, and every damaged range with the offsets around it."""
+    actions for the report, every damaged range with the offsets around it, and the log end
+    offset after the salvage (what a dry run reports and caps the checkpoints to)."""
     from .salvage import execute_salvage, plan_partition_salvage
 
     plans = plan_partition_salvage(view)
+    kept = [p.last_offset for p in plans if p.last_offset is not None]
+    ends = ([max(kept) + 1] if kept else []) + [s.base_offset for s in view.segments[-1:]]
+    log_end = max(ends) if ends else 0
     damage = [d.to_dict() for p in plans for d in p.damage]
     actions = [Action(SALVAGE, str(p.segment.log),
                       f"keep {p.kept_entries} valid entries ({p.kept_bytes} bytes), drop "
@@ -231,12 +236,12 @@ def _salvage(view: PartitionDir, log_dir: LogDir, q: Quarantine, step: Step | No
                       " bytes into the quarantine")
                for p in plans if p.rewrite]
     if not actions or not execute_plan:
-        return view, actions, damage
+        return view, actions, damage, log_end
     for p in plans:
         if p.rewrite:
             execute_salvage(view, p, q, step)
     return _scan_partition_dir(view.path, N.parse_partition_dir_name(view.path.name),
-                               root=log_dir.path), actions, damage
+                               root=log_dir.path), actions, damage, log_end
 
 
 def _salvage_estimate(view: PartitionDir) -> dict:
