@@ -82,14 +82,11 @@ def answers(url: str) -> bool:
 
 
 class ManagedServer:
-    """What the server fixtures share: ``start()`` sets ``server``; then ``output()``,
+    """What the server fixtures share (each defines ``start()``, which sets ``server``):
     ``stop()`` and use as a context manager (start on enter, stop on exit)."""
 
     server: ServerProcess | None = None
     term_first = True  # False: SIGKILL at once (a server that ignores SIGTERM)
-
-    def start(self, timeout: float = 30):  # pragma: no cover - each fixture has its own
-        raise NotImplementedError
 
     def output(self) -> str:
         return self.server.output() if self.server else ""
