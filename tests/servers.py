@@ -83,7 +83,7 @@ def answers(url: str) -> bool:
 
 class ManagedServer:
     """What the server fixtures share (each defines ``start()``, which sets ``server``):
-    ``stop()`` and use as a context manager (start on enter, stop on exit)."""
+    ``output()``, ``stop()`` and use as a context manager (start on enter, stop on exit)."""
 
     server: ServerProcess | None = None
     term_first = True  # False: SIGKILL at once (a server that ignores SIGTERM)
