@@ -174,9 +174,11 @@ def _check_offsets(table: EntryTable, seg: Segment, problems: list[Problem]) -> 
     rel = last - seg.base_offset
     outside = (first < seg.base_offset) | (rel > L.INT32_MAX)
     for i in np.flatnonzero(outside).tolist():
+        hint = ("; offset overflow: `kafkalog recover` splits the segment as Kafka's loader does"
+                if rel[i] > L.INT32_MAX and first[i] >= seg.base_offset else "")
         problems.append(Problem(ERROR, "offsets", f"entry offsets {int(first[i])}..{int(last[i])} "
                                 f"are outside the segment's range from base offset "
-                                f"{seg.base_offset}", file, int(table.position[i]),
+                                f"{seg.base_offset}{hint}", file, int(table.position[i]),
                                 int(table.offset[i])))
     if (last < 0).any():
         i = int(np.flatnonzero(last < 0)[0])

@@ -26,6 +26,7 @@ WRITE_FILE = "write-file"  # replace (or create) a derived file; old content kep
 RENAME = "rename"  # a swap pass rename
 SALVAGE = "salvage-segment"  # rewrite a segment without its damaged ranges (recover --salvage;
 # carried out by recovery.salvage.execute_salvage, never by execute())
+SPLIT = "split-segment"  # split an offset-overflowed segment (recovery.split.execute_split)
 
 Step = Callable[[str], None]
 
@@ -61,6 +62,8 @@ class Action:
             return f"rename {self.path} -> {Path(self.target).name}: {self.reason}"
         if self.kind == SALVAGE:
             return f"salvage {self.path}: {self.reason}"
+        if self.kind == SPLIT:
+            return f"split {self.path}: {self.reason}"
         return f"write {self.path} ({len(self.content or b'')} bytes): {self.reason}"
 
 

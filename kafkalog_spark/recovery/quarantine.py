@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
-from ..errors import InvalidOptionError
+from ..errors import InvalidOptionError, Location, LogDirError
 from ..log.atomic import atomic_write_bytes
 from ..log.storage import storage_for
 
@@ -246,6 +246,26 @@ def copy_ranges(path: Path, ranges: list[tuple[int, int]], out: BinaryIO) -> int
                 left -= len(chunk)
                 written += len(chunk)
     return written
+
+
+def write_ranges(src: Path, ranges: list[tuple[int, int]], dest: Path, step=None) -> None:
+    """Write the byte ``ranges`` of ``src``, in order, durably into the new file ``dest`` (a
+    rewrite's ``<base>.log.cleaned``: salvage, the overflow split); a short read means the
+    source changed while it was read — an error, nothing is swapped in."""
+    if step is not None:
+        step(f"write {dest.name}")
+    fs = storage_for(dest)
+    out = fs.open_write(dest)
+    try:
+        written = copy_ranges(src, ranges, out)
+    except BaseException:
+        out.close()
+        raise
+    fs.close_durably(out)
+    wanted = sum(e - s for s, e in ranges)
+    if written != wanted:
+        raise LogDirError(f"the segment changed while it was rewritten: {written} of {wanted} "
+                          "bytes read", Location(str(src), ranges[0][0] if ranges else None))
 
 
 def _load_manifest(path: Path) -> dict | None:

@@ -5,7 +5,8 @@ Per partition, in this order (each step planned from the disk as it is, so a run
 point is completed by the next run, and a second run of a finished one plans nothing):
 
 1. finish or roll back interrupted segment swaps — ``LogLoader`` passes 1-3
-   (:mod:`kafkalog_spark.log.swap`);
+   (:mod:`kafkalog_spark.log.swap`); split segments whose offsets overflow (:mod:`~.split`);
+   with ``salvage``, rewrite damaged segments without their damaged ranges (:mod:`~.salvage`);
 2. quarantine leftover ``.tmp`` files and orphaned index files (pass 4 deletes the latter);
 3. find the first invalid entry — structure, CRC, offsets not increasing or outside the segment's
    range, a transaction marker Kafka cannot parse — and, like ``recoverLog`` (§12.4), move every
@@ -53,7 +54,7 @@ from ..log.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.storage import mapped_file, storage_for
 from ..log.staging import STAGING_INFIX
 from ..log.selection import require_kafka_data
-from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, SALVAGE, WRITE_FILE, Action, execute
+from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
 
@@ -193,18 +194,23 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
             view = _classify(part.path, part.topic, part.partition, part.kind, part.uuid, files, [])
         tp = (part.topic, part.partition) if part.topic is not None else None
         start = starts.get(tp, 0) if tp is not None else 0
-        salvaged: list[Action] = []
+        view, salvaged, end_after = _split(view, log_dir, q, step, execute_plan)
         damage: list[dict] = []
-        if salvage:
-            view, salvaged, damage, salvaged_end = _salvage(view, log_dir, q, step, execute_plan)
-        if salvaged and not execute_plan:  # what follows is planned once the rewrite is done
-            outcome = PartitionOutcome(part.name, str(part.path), log_end=salvaged_end,
+        if salvage and (execute_plan or not salvaged):
+            view, more, damage, end_after = _salvage(view, log_dir, q, step, execute_plan)
+            salvaged += more
+        elif salvage:
+            report.notes.append(f"{part.path}: salvage is planned on the split segments, when "
+                                "--execute has split them; this dry run cannot show it")
+        if salvaged and not execute_plan:  # what follows is planned once the rewrites are done
+            outcome = PartitionOutcome(part.name, str(part.path), log_end=end_after,
                                        first_base=view.segments[0].base_offset)
         else:
             outcome = plan_partition(view, log_start_checkpoint=start)
         outcome.damage = damage
         if outcome.cut is not None and not salvage:
-            outcome.salvage_would_keep = _salvage_estimate(view)
+            from .salvage import estimate
+            outcome.salvage_would_keep = estimate(view)
         outcome.actions[:0] = swap_actions + salvaged
         if execute_plan:
             execute(outcome.actions[len(swap_actions) + len(salvaged):], q, step)
@@ -244,14 +250,21 @@ def _salvage(view: PartitionDir, log_dir: LogDir, q: Quarantine, step: Step | No
                                root=log_dir.path), actions, damage, log_end
 
 
-def _salvage_estimate(view: PartitionDir) -> dict:
-    """What ``--salvage`` would keep of a partition that default recovery cuts."""
-    from .salvage import plan_partition_salvage
+def _split(view: PartitionDir, log_dir: LogDir, q: Quarantine, step: Step | None,
+           execute_plan: bool) -> tuple[PartitionDir, list[Action], int]:
+    """Split offset-overflowed segments (:mod:`~kafkalog_spark.recovery.split`, as Kafka's
+    loader does): the partition as it then is, the splits as actions, the log end offset after
+    them."""
+    from .split import execute_split, plan_partition_splits
 
-    plans = plan_partition_salvage(view)
-    return {"entries": sum(p.kept_entries for p in plans),
-            "bytes": sum(p.kept_bytes for p in plans),
-            "damaged_ranges": sum(len(p.damage) for p in plans)}
+    plans, log_end = plan_partition_splits(view)
+    actions = [Action(SPLIT, str(p.segment.log), p.describe()) for p in plans]
+    if not plans or not execute_plan:
+        return view, actions, log_end
+    for p in plans:
+        execute_split(view, p, q, step)
+    return _scan_partition_dir(view.path, N.parse_partition_dir_name(view.path.name),
+                               root=log_dir.path), actions, log_end
 
 
 def _swap_action(a: swap.SwapAction) -> Action:
@@ -270,8 +283,10 @@ def _read_offsets(path: Path) -> dict[tuple[str, int], int]:
 # --- one partition -------------------------------------------------------------------------------
 
 
-def first_invalid_entry(buf: np.ndarray, base_offset: int, prev_last: int | None):
-    """Where recovery must cut one segment.
+def first_invalid_entry(buf: np.ndarray, base_offset: int, prev_last: int | None, *,
+                        overflow_ok: bool = False):
+    """Where recovery must cut one segment (``overflow_ok``: offsets beyond the segment's int32
+    range are not invalid — :mod:`~kafkalog_spark.recovery.split` splits such segments).
 
     Returns ``(found, table, k)``: ``found`` is ``(position, reason, base offset of the entry)``
     of the first entry failing ``ensureValid`` (structure, CRC), offset order (against
@@ -288,7 +303,9 @@ def first_invalid_entry(buf: np.ndarray, base_offset: int, prev_last: int | None
         previous[0] = np.iinfo(np.int64).min if prev_last is None else prev_last
         previous[1:] = last[:-1]
     order = (first <= previous) | (last < first)  # last < first: a negative lastOffsetDelta
-    outside = (first < base_offset) | (last - base_offset > L.INT32_MAX) | (last < 0)
+    outside = (first < base_offset) | (last < 0)
+    if not overflow_ok:
+        outside |= last - base_offset > L.INT32_MAX
     hits = np.flatnonzero(bad | order | outside)
     if len(hits):
         k = int(hits[0])

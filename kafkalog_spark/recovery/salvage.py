@@ -3,7 +3,9 @@
 Kafka's recovery cuts a partition at its first invalid entry and deletes every later segment:
 right for a broker that re-fetches from a replica, fatal offline when these bytes are the only
 copy. Salvage walks each segment as recovery does (:func:`~.recover.first_invalid_entry`:
-structure, CRC, offsets increasing and inside the segment's range); at an invalid entry it
+structure, CRC, offsets increasing and inside the segment's int32 range — offsets are not
+checksummed, so an entry outside it is damage; a segment that overflows before any damage is
+split first, :mod:`~kafkalog_spark.recovery.split`); at an invalid entry it
 searches forward for the next position where a whole, checksum-valid entry starts
 (:func:`~kafkalog_spark.codec.resync.next_entry`) whose offsets follow the last kept one, and
 goes on from there. Only the damaged byte ranges are dropped: an entry whose checksum is valid
@@ -29,11 +31,10 @@ import numpy as np
 
 from ..codec.resync import DEFAULT_MAX_ENTRY_BYTES, next_entry
 from ..codec.scan import STOP_PARTIAL_ENTRY, scan_entries
-from ..errors import Location, LogDirError
 from ..log.model import PartitionDir, Segment
-from ..log.storage import mapped_file, storage_for
+from ..log.storage import mapped_file
 from ..log.swap import NewSegment, replace_segments
-from .quarantine import Quarantine, copy_ranges
+from .quarantine import Quarantine, write_ranges
 from .recover import first_invalid_entry
 
 
@@ -162,29 +163,26 @@ def plan_partition_salvage(part: PartitionDir, *,
     return plans
 
 
+def estimate(part: PartitionDir) -> dict:
+    """What salvage would keep of a partition (the report of a default ``recover`` run that
+    cuts)."""
+    plans = plan_partition_salvage(part)
+    return {"entries": sum(p.kept_entries for p in plans),
+            "bytes": sum(p.kept_bytes for p in plans),
+            "damaged_ranges": sum(len(p.damage) for p in plans)}
+
+
 def execute_salvage(part: PartitionDir, plan: SegmentSalvage, quarantine: Quarantine,
                     step=None) -> None:
     """Rewrite one segment without its damaged ranges (module docstring): the damaged ranges
     are copied into the quarantine first, the kept ranges are written as ``<base>.log.cleaned``
     and swapped in; the old segment files go to the quarantine."""
     seg, log = plan.segment, Path(plan.segment.log)
-    fs = storage_for(log)
     for d in plan.damage:
         quarantine.save_range(log, d.start, d.end, f"damaged: {d.reason} (offsets after "
                               f"{d.after}, resuming at {d.resumes_at})")
     cleaned = log.with_name(f"{log.name}.cleaned")
-    if step is not None:
-        step(f"write {cleaned.name}")
-    out = fs.open_write(cleaned)
-    try:
-        written = copy_ranges(log, plan.keep, out)
-    except BaseException:
-        out.close()
-        raise
-    fs.close_durably(out)
-    if written != plan.kept_bytes:
-        raise LogDirError(f"the segment changed while it was salvaged: {written} of "
-                          f"{plan.kept_bytes} bytes read", Location(file=str(log)))
+    write_ranges(log, plan.keep, cleaned, step)
     with mapped_file(cleaned) as written:
         replace_segments(part.path, [NewSegment(seg.base_offset, written, mtime=seg.mtime,
                                                 log_written=True)],
