@@ -102,6 +102,34 @@ def render_recovery(report: RecoveryReport) -> str:
     return "\n".join(lines)
 
 
+def render_reconcile(report) -> str:
+    """A :class:`~kafkalog_spark.recovery.reconcile.ReconcileReport` as text: per partition the
+    reference replica, then each replica's divergence point and what was kept or set aside."""
+    lines = []
+    for p in report.partitions:
+        lines.append(f"{p['topic']}-{p['partition']}: offsets [{p['log_start_offset']}, "
+                     f"{p['log_end_offset']}) from reference {p['reference']}")
+        for r in p["replicas"]:
+            head = f"  {r['path']}: latest epoch {r['latest_epoch']}, log end {r['log_end_offset']}"
+            if r["divergence_offset"] is not None and r["divergence_offset"] < r["log_end_offset"]:
+                head += f", diverges at {r['divergence_offset']} ({r['divergence_reason']})"
+            elif r["divergence_offset"] is not None:
+                head += f", consistent with the reference ({r['divergence_reason']})"
+            lines.append(head)
+            lines.append(f"    kept {r['batches_kept']} batches ({r['bytes_kept']} bytes)"
+                         + (f", {r['damaged_ranges']} damaged range(s) skipped"
+                            if r["damaged_ranges"] else "")
+                         + (f"; divergent {r['batches_divergent']} batches ({r['bytes_divergent']}"
+                            f" bytes) at offsets {r['divergent_offsets']} -> quarantine"
+                            if r["batches_divergent"] else ""))
+    lines.extend(f"note: {n}" for n in report.notes)
+    lines.extend(f"quarantine: {run}" for run in report.quarantine_runs)
+    lines.append(f"{'wrote' if report.executed else 'would write'} {len(report.partitions)} "
+                 f"partitions into {report.dest}"
+                 + ("" if report.executed else "; run again with --execute"))
+    return "\n".join(lines)
+
+
 def render_compaction(result: CompactionResult) -> str:
     """The plan (or what was done) as text, one block per partition."""
     verb = "cleaned" if result.executed else "would clean"

@@ -27,6 +27,7 @@ COMMANDS = {
     "verify": "verify",
     "rebuild-index": "rebuild_index",
     "recover": "recover",
+    "reconcile": "reconcile",
     "compact": "compact",
     "retain": "retain",
     "migrate": "migrate",
