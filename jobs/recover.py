@@ -1,10 +1,11 @@
 """spark-submit entry point (jobs layer): verify log dirs with a Spark job, then recover them.
 
-    spark-submit jobs/recover.py [--execute] [--quarantine DIR] [--json] LOG_DIR [LOG_DIR ...]
+    spark-submit jobs/recover.py [--execute] [--salvage] [--quarantine DIR] [--json] LOG_DIR [...]
 
 Step 1 runs :func:`kafkalog_spark.recovery.verify_job.verify_spark` over every segment in
 parallel and prints the problems; step 2 runs :func:`kafkalog_spark.recovery.recover.recover`
-on the driver (a dry run unless ``--execute``) — repairs are sequential per partition by
+on the driver (a dry run unless ``--execute``; ``--salvage`` keeps every valid batch after
+damage) — repairs are sequential per partition by
 nature, and each log dir's ``.lock`` is taken by one process. Step 3 (with ``--execute``)
 verifies again. Exit code 0 when the dirs verify clean at the end, 1 otherwise.
 """
@@ -27,11 +28,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--execute", action="store_true", help="change the disk (default: plan)")
     parser.add_argument("--quarantine", default=None, help="quarantine root")
     parser.add_argument("--deep", action="store_true", help="also parse every record")
+    parser.add_argument("--salvage", action="store_true",
+                        help="keep every valid batch after damage instead of cutting there")
     parser.add_argument("--json", action="store_true", help="print JSON")
     args = parser.parse_args(argv)
     spark = session(app_name="kafkalog-recover")
     before = verify_spark(spark, args.log_dirs, deep=args.deep)
-    result = recover(args.log_dirs, execute_plan=args.execute, quarantine_dir=args.quarantine)
+    result = recover(args.log_dirs, execute_plan=args.execute, quarantine_dir=args.quarantine,
+                     salvage=args.salvage)
     after = verify_spark(spark, args.log_dirs, deep=args.deep) if args.execute else before
     if args.json:
         print(json.dumps({"before": before.to_dict(), "recovery": result.to_dict(),

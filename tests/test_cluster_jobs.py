@@ -362,3 +362,22 @@ def test_write_on_the_cluster_equals_local_and_write_log(datasource_runs):
     got = kl.read_log(dirs["cluster"])
     assert got.num_rows == 4300
     assert kl.verify(dirs["cluster"], deep=True).ok
+
+
+# --- reconcile ---------------------------------------------------------------------------------
+
+
+def test_reconcile_job_on_the_cluster_equals_the_library(spark_cluster, tmp_path):
+    """One Spark task per partition on the cluster's executors (issue 19): the log dir they
+    write is the library's, byte for byte (one submit: the local[2] path is test_reconcile's)."""
+    from test_reconcile import three_brokers
+
+    from kafkalog_spark.recovery.reconcile import reconcile
+
+    brokers = three_brokers(tmp_path / "src")
+    reconcile(brokers, tmp_path / "engine", execute_plan=True)
+    done = spark_submit(JOBS / "reconcile.py", *map(str, brokers), "--dest",
+                        str(tmp_path / "cluster"), "--execute", "--json", master=spark_cluster.url)
+    report = job_json(done)
+    assert report["verified"] and report["reconcile"]["executed"]
+    assert_same_tree(tmp_path / "cluster", tmp_path / "engine", "reconcile (cluster vs engine)")

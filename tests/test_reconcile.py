@@ -184,3 +184,47 @@ def test_a_run_killed_at_any_step_is_finished_by_the_next(tmp_path):
         reconcile(brokers, out, execute_plan=True)
         assert kl.read_log(out)["value"].to_pylist() == want, (n, steps[n])
         assert kl.verify(out).ok, (n, steps[n])
+
+
+def _job(name: str):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "jobs" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"jobs_{name}", path)
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    return job
+
+
+def tree(log_dir: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(log_dir)): p.read_bytes() for p in sorted(log_dir.rglob("*"))
+            if p.is_file() and p.name != ".lock"}
+
+
+@pytest.mark.spark
+def test_the_spark_job_writes_what_the_library_writes(spark, tmp_path, capsys):
+    brokers = three_brokers(tmp_path / "src")
+    reconcile(brokers, tmp_path / "lib", execute_plan=True)
+    job = _job("reconcile")
+    args = [*map(str, brokers), "--dest", str(tmp_path / "job")]
+    assert job.main(args) == 0 and not (tmp_path / "job").exists()  # dry run
+    capsys.readouterr()
+    assert job.main([*args, "--execute", "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["verified"] and len(printed["reconcile"]["partitions"]) == 2
+    assert tree(tmp_path / "job") == tree(tmp_path / "lib")
+
+
+@pytest.mark.spark
+def test_the_recover_job_salvages(spark, tmp_path):
+    log = tmp_path / "logs"
+    append(log, 0, 600, "x", 0)
+    flip_byte_at_offset(log, 300)
+    job = _job("recover")
+    assert job.main([str(log), "--execute"]) == 0  # Kafka's rule: cut at 300
+    assert kl.read_log(log).num_rows == 300
+    log2 = tmp_path / "logs2"
+    append(log2, 0, 600, "x", 0)
+    flip_byte_at_offset(log2, 300)
+    assert job.main([str(log2), "--execute", "--salvage"]) == 0
+    assert kl.read_log(log2).num_rows == 580  # one batch of 20 lost, the rest kept

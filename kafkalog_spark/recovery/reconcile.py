@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 from bisect import bisect_right
+from functools import partial
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -63,7 +64,8 @@ class ReconcileReport:
 
 def reconcile(log_dirs: Sequence[str | os.PathLike[str]], dest: str | os.PathLike[str], *,
               execute_plan: bool = False, quarantine_dir: str | os.PathLike[str] | None = None,
-              segment_bytes: int | None = None, step: Step | None = None) -> ReconcileReport:
+              segment_bytes: int | None = None, step: Step | None = None,
+              spark=None) -> ReconcileReport:
     """Plan (and with ``execute_plan`` write) the reconciled log dir ``dest``.
 
     Parameters
@@ -80,7 +82,11 @@ def reconcile(log_dirs: Sequence[str | os.PathLike[str]], dest: str | os.PathLik
     segment_bytes : int, optional
         Largest segment written (default: the reference's largest segment, at least 1 MiB).
     step : callable, optional
-        Called with a label before every durable operation.
+        Called with a label before every durable operation (not in Spark tasks).
+    spark : SparkSession, optional
+        Plan and write the partitions as Spark tasks, one per partition (every executor must
+        see the source log dirs and ``dest`` at the same paths: shared storage); the driver
+        checks, writes the checkpoints and rebuilds the derived files.
 
     Raises
     ------
@@ -92,13 +98,17 @@ def reconcile(log_dirs: Sequence[str | os.PathLike[str]], dest: str | os.PathLik
     """
     job = prepare(log_dirs, dest, quarantine_dir=quarantine_dir, segment_bytes=segment_bytes)
     report = ReconcileReport(str(dest), executed=execute_plan, notes=job.notes)
+    if spark is not None:
+        run = partial(_spark_partitions, spark)
+    else:
+        def run(job: Job, execute: bool) -> list[dict]:
+            return [run_partition(job, g, execute_plan=execute, step=step) for g in job.groups]
     if not execute_plan:
-        report.partitions = [run_partition(job, g, execute_plan=False) for g in job.groups]
+        report.partitions = run(job, False)
         return report
     job.begin()
     with hold_lock(job.dest):
-        report.partitions = [run_partition(job, g, execute_plan=True, step=step)
-                             for g in job.groups]
+        report.partitions = run(job, True)
         _write_checkpoints(report.partitions, job.dest)
     job.finish(report, step)
     return report
@@ -191,6 +201,16 @@ def run_partition(job: Job, group, *, execute_plan: bool, step: Step | None = No
     if execute_plan:
         out["quarantine_runs"] = _write_partition(job, plan, step)
     return out
+
+
+def _spark_partitions(spark, job: Job, execute: bool) -> list[dict]:
+    """:func:`run_partition` of every partition as one Spark task each (the job is plain,
+    picklable data; nothing in a driver global)."""
+    groups = job.groups
+    if not groups:
+        return []
+    task = partial(run_partition, job, execute_plan=execute)
+    return spark.sparkContext.parallelize(groups, len(groups)).map(task).collect()
 
 
 def _check_dest(dest: Path, sources: list[Path]) -> None:
