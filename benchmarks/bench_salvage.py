@@ -1,5 +1,5 @@
-"""Salvage benchmark (issue 19, point 5): ``recover --salvage`` against Kafka's rule
-(``recover``) on one large segment with three damaged regions.
+"""Salvage and reconcile benchmark (issue 19, point 5): ``recover --salvage`` and ``reconcile``
+against Kafka's rule (``recover``) on one large segment with three damaged regions.
 
 One partition whose single segment holds ``--segment-mib`` MiB (uncompressed v2 batches of 100
 records, ~1 KiB values; written with the package's own writer) is damaged in three places —
@@ -8,7 +8,10 @@ and then, for each contender, a fresh copy is recovered with ``--execute`` in a 
 process** (this script with ``--child``), timed inside the process around the one call:
 
 * ``recover`` — Kafka's rule: cut at the first damage (25%), the rest to the quarantine;
-* ``salvage`` — ``recover(salvage=True)``: every valid batch after each damaged region kept.
+* ``salvage`` — ``recover(salvage=True)``: every valid batch after each damaged region kept;
+* ``reconcile`` — ``reconcile([damaged copy, intact replica], new dir)``: the damaged replica is
+  the reference (same epoch and length, named first), its three damaged batches are filled from
+  the intact one (a second broker's undamaged copy): the whole log written anew.
 
 Reported: wall seconds, MB/s of the segment, peak anonymous memory (``RssAnon`` sampled every
 20 ms; the segment's mapped page cache is not the process's) and that before the call, batches
@@ -83,7 +86,9 @@ def damage(log: Path) -> list[int]:
 
 
 def child(mode: str, log_dir: str) -> None:
-    """Run one contender in this (fresh) process and print its figures as JSON."""
+    """Run one contender in this (fresh) process and print its figures as JSON (``reconcile``:
+    with the intact replica ``<log dir>-intact``, into ``<log dir>-reconciled``)."""
+    from kafkalog_spark.recovery.reconcile import reconcile
     from kafkalog_spark.recovery.recover import recover
 
     import threading
@@ -97,14 +102,18 @@ def child(mode: str, log_dir: str) -> None:
     sampler = threading.Thread(target=sample, daemon=True)
     sampler.start()
     t0 = time.perf_counter()
-    report = recover([log_dir], execute_plan=True, salvage=mode == "salvage")
+    if mode == "reconcile":
+        done_ = reconcile([log_dir, f"{log_dir}-intact"], f"{log_dir}-reconciled",
+                          execute_plan=True)
+        damage_ranges = sum(r["damaged_ranges"] for p in done_.partitions for r in p["replicas"])
+    else:
+        report = recover([log_dir], execute_plan=True, salvage=mode == "salvage")
+        damage_ranges = sum(len(p.damage) for p in report.partitions)
     secs = time.perf_counter() - t0
     done.set()
     sampler.join()
-    damage_ranges = sum(len(p.damage) for p in report.partitions)
     print(json.dumps({"secs": secs, "peak": max(peak[0], _rss("RssAnon")), "before": before,
-                      "damaged": damage_ranges,
-                      "cut": any(p.cut for p in report.partitions)}))
+                      "damaged": damage_ranges}))
 
 
 def _rss(field: str) -> int:
@@ -112,6 +121,16 @@ def _rss(field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1]) * 1024
     return 0
+
+
+MODES = ("recover", "salvage", "reconcile")
+
+
+def _clean(copy: Path) -> None:
+    """Remove a contender's copy and everything its run left next to it."""
+    for p in (copy, Path(f"{copy}.kafkalog-quarantine"), Path(f"{copy}-reconciled"),
+              Path(f"{copy}-reconciled.kafkalog-quarantine")):
+        shutil.rmtree(p, ignore_errors=True)
 
 
 def kept_batches(log_dir: Path) -> int:
@@ -138,32 +157,39 @@ def main(argv: list[str] | None = None) -> int:
             source = work / f"src-{mib}"
             shutil.rmtree(source, ignore_errors=True)
             log = generate(source, mib)
+            for mode in MODES:  # the second broker's undamaged replica, for reconcile
+                shutil.rmtree(work / f"copy-{mode}-intact", ignore_errors=True)
+            shutil.copytree(source, work / "copy-reconcile-intact")
             size, where = log.stat().st_size, damage(log)
-            results: dict[str, list[dict]] = {"recover": [], "salvage": []}
+            results: dict[str, list[dict]] = {m: [] for m in MODES}
             for rnd in range(a.rounds):
-                for mode in (("recover", "salvage") if rnd % 2 == 0 else ("salvage", "recover")):
+                for mode in (MODES if rnd % 2 == 0 else MODES[::-1]):
                     copy = work / f"copy-{mode}"
-                    shutil.rmtree(copy, ignore_errors=True)
-                    shutil.rmtree(work / f"copy-{mode}.kafkalog-quarantine", ignore_errors=True)
+                    _clean(copy)
                     shutil.copytree(source, copy)
                     subprocess.run(["sync"], check=False)
                     out = subprocess.run([sys.executable, __file__, "--child", mode, str(copy)],
                                          capture_output=True, text=True, check=True)
                     r = json.loads(out.stdout.strip().splitlines()[-1])
-                    r["kept"] = kept_batches(copy)
+                    r["kept"] = kept_batches(Path(f"{copy}-reconciled") if mode == "reconcile"
+                                             else copy)
                     results[mode].append(r)
-            for mode in ("recover", "salvage"):
+            base = None
+            for mode in MODES:
                 rs = results[mode]
                 secs = statistics.median(r["secs"] for r in rs)
                 rows.append((mib, size, mode, secs, size / secs / 1e6,
                              max(r["peak"] for r in rs), max(r["before"] for r in rs),
                              rs[0]["kept"], rs[0]["damaged"]))
-            rows.append((mib, size, "ratio", rows[-1][3] / rows[-2][3], None, None, None,
-                         rows[-1][7] / max(1, rows[-2][7]), None))
+                if mode == "recover":
+                    base = rows[-1]
+                else:
+                    rows.append((mib, size, f"{mode} / recover", secs / base[3], None, None, None,
+                                 rs[0]["kept"] / max(1, base[7]), None))
             shutil.rmtree(source, ignore_errors=True)
-            for mode in ("recover", "salvage"):
-                shutil.rmtree(work / f"copy-{mode}", ignore_errors=True)
-                shutil.rmtree(work / f"copy-{mode}.kafkalog-quarantine", ignore_errors=True)
+            for mode in MODES:
+                _clean(work / f"copy-{mode}")
+            shutil.rmtree(work / "copy-reconcile-intact", ignore_errors=True)
             print(f"damaged at bytes {where} of {size:,}", file=sys.stderr)
     finally:
         if a.work is None:
@@ -177,9 +203,8 @@ def main(argv: list[str] | None = None) -> int:
           "| damaged ranges |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
     for mib, size, mode, secs, mbs, peak, before, kept, damaged in rows:
-        if mode == "ratio":
-            print(f"| {size / 2**20:,.0f} MiB | salvage / recover | {secs:.2f}× | | | | "
-                  f"{kept:.2f}× | |")
+        if "/" in mode:
+            print(f"| {size / 2**20:,.0f} MiB | {mode} | {secs:.2f}× | | | | {kept:.2f}× | |")
         else:
             print(f"| {size / 2**20:,.0f} MiB | {mode} | {secs:.2f} | {mbs:,.0f} | "
                   f"{peak / 2**20:,.0f} | {before / 2**20:,.0f} | {kept:,} | {damaged} |")

@@ -20,6 +20,7 @@ from kafkalog_spark.recovery.quarantine import read_manifests
 from kafkalog_spark.recovery.recover import recover
 from kafkalog_spark.report import render_recovery
 
+from faults import run_forked
 from test_decode import _kp_legacy
 
 MAX = L.INT32_MAX
@@ -153,32 +154,19 @@ def test_split_then_salvage(tmp_path):
     assert kl.verify(logs).ok
 
 
-def _steps(tmp_path: Path) -> list[str]:
-    logs = overflowed_log(tmp_path / "count", "v1", 1)
-    seen: list[str] = []
-    recover([logs], execute_plan=True, step=seen.append)
-    return seen
+def _split(step, logs: str) -> None:
+    recover([logs], execute_plan=True, step=step)
 
 
 def test_a_run_killed_at_any_step_is_finished_by_the_next(tmp_path):
-    steps = _steps(tmp_path)
-    assert len(steps) > 8  # writes of each piece, renames, quarantine moves, indexes
-
-    class Killed(Exception):
-        pass
-
-    for n in range(len(steps)):
-        logs = overflowed_log(tmp_path / str(n), "v1", 1)
-        seen: list[str] = []
-
-        def step(label: str) -> None:
-            seen.append(label)
-            if len(seen) > n:
-                raise Killed(label)
-
-        with pytest.raises(Killed):
-            recover([logs], execute_plan=True, step=step)
+    """SIGKILL (a forked child) before each durable step of the split, then a second run."""
+    probe = run_forked(_split, logs=str(overflowed_log(tmp_path / "probe", "v1", 1)))
+    assert probe.finished and len(probe.steps) > 8, probe  # pieces, renames, quarantine moves
+    for k in range(1, len(probe.steps) + 1):
+        logs = overflowed_log(tmp_path / str(k), "v1", 1)
+        out = run_forked(_split, kill_at=k, logs=str(logs))
+        assert out.killed, (k, out)
         recover([logs], execute_plan=True)
-        assert kl.read_log(logs)["offset"].to_pylist() == expected_offsets(), (n, steps[n])
-        assert [int(p.stem) for p in segment_files(logs)] == EXPECTED_SEGMENTS, (n, steps[n])
-        assert kl.verify(logs).ok, (n, steps[n])
+        assert kl.read_log(logs)["offset"].to_pylist() == expected_offsets(), (k, out.steps[-1])
+        assert [int(p.stem) for p in segment_files(logs)] == EXPECTED_SEGMENTS, (k, out.steps[-1])
+        assert kl.verify(logs).ok, (k, out.steps[-1])

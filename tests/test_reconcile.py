@@ -21,6 +21,8 @@ from kafkalog_spark.errors import InvalidOptionError
 from kafkalog_spark.recovery.quarantine import read_manifests
 from kafkalog_spark.recovery.reconcile import reconcile
 
+from faults import run_forked
+
 T0 = 1_700_000_000_000
 SEGMENT = 6 << 10
 
@@ -160,30 +162,24 @@ def test_refusals(tmp_path):
         reconcile(brokers, tmp_path / "full")
 
 
+def _reconcile(step, brokers: list[str], out: str) -> None:
+    reconcile(brokers, out, execute_plan=True, step=step)
+
+
 def test_a_run_killed_at_any_step_is_finished_by_the_next(tmp_path):
-    brokers = three_brokers(tmp_path / "src")
-    steps: list[str] = []
-    reconcile(brokers, tmp_path / "count", execute_plan=True, step=steps.append)
-    want = kl.read_log(tmp_path / "count")["value"].to_pylist()
-    assert len(steps) > 10
-
-    class Killed(Exception):
-        pass
-
-    for n in range(0, len(steps), max(1, len(steps) // 12)):
-        out = tmp_path / f"out{n}"
-        seen: list[str] = []
-
-        def step(label: str) -> None:
-            seen.append(label)
-            if len(seen) > n:
-                raise Killed(label)
-
-        with pytest.raises(Killed):
-            reconcile(brokers, out, execute_plan=True, step=step)
+    """SIGKILL (a forked child) before each durable step, then a second run."""
+    brokers = [str(b) for b in three_brokers(tmp_path / "src")]
+    probe = run_forked(_reconcile, brokers=brokers, out=str(tmp_path / "probe"))
+    assert probe.finished and len(probe.steps) > 10, probe
+    want = kl.read_log(tmp_path / "probe")["value"].to_pylist()
+    for k in range(1, len(probe.steps) + 1):
+        out = tmp_path / f"out{k}"
+        run = run_forked(_reconcile, kill_at=k, brokers=brokers, out=str(out))
+        assert run.killed, (k, run)
         reconcile(brokers, out, execute_plan=True)
-        assert kl.read_log(out)["value"].to_pylist() == want, (n, steps[n])
-        assert kl.verify(out).ok, (n, steps[n])
+        assert kl.read_log(out)["value"].to_pylist() == want, (k, run.steps[-1])
+        assert kl.verify(out).ok, (k, run.steps[-1])
+        shutil.rmtree(out)
 
 
 def _job(name: str):

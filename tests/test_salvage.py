@@ -6,6 +6,7 @@ segment, a second run plans nothing, and the search for the next entry stays lin
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,9 @@ from kafkalog_spark.codec.scan import scan_entries
 from kafkalog_spark.recovery.recover import recover
 from kafkalog_spark.report import render_recovery
 
+from faults import run_forked
 from test_decode import _kp_legacy
+from test_verify import REAL_LOG_DIRS
 
 N = 1500
 
@@ -142,34 +145,32 @@ def test_dry_run_changes_nothing_and_plans_the_rewrite(tmp_path):
     assert {p: p.read_bytes() for p in logs.rglob("*") if p.is_file()} == before
 
 
-@pytest.mark.parametrize("step_no", [0, 1, 2, 3, 4, 5, 6])
-def test_a_run_killed_at_any_step_is_finished_by_the_next(tmp_path, step_no):
-    logs = v2_log(tmp_path, "none")
-    segs = segments(logs)
-    victim = segs[1]
-    original = {s.name: entry_offsets(s.read_bytes()) for s in segs}
-    data, lost = damage("bit-flip", bytearray(victim.read_bytes()), np.random.default_rng(3))
-    victim.write_bytes(bytes(data))
-    expected = [o for s in segs for i, e in enumerate(original[s.name])
-                if not (s == victim and i in lost) for o in e]
+def _salvage(step, logs: str) -> None:
+    recover([logs], salvage=True, execute_plan=True, step=step)
 
-    class Killed(Exception):
-        pass
 
-    seen: list[str] = []
+def test_a_run_killed_at_any_step_is_finished_by_the_next(tmp_path):
+    """SIGKILL (a forked child) before each durable step of a salvage, then a second run."""
+    def build(root: Path) -> tuple[Path, list[int]]:
+        logs = v2_log(root, "none")
+        segs = segments(logs)
+        victim = segs[1]
+        original = {s.name: entry_offsets(s.read_bytes()) for s in segs}
+        data, lost = damage("bit-flip", bytearray(victim.read_bytes()), np.random.default_rng(3))
+        victim.write_bytes(bytes(data))
+        return logs, [o for s in segs for i, e in enumerate(original[s.name])
+                      if not (s == victim and i in lost) for o in e]
 
-    def step(label: str) -> None:
-        seen.append(label)
-        if len(seen) > step_no:
-            raise Killed(label)
-
-    try:
-        recover([logs], salvage=True, execute_plan=True, step=step)
-    except Killed:
-        pass
-    recover([logs], salvage=True, execute_plan=True)
-    assert kl.read_log(logs)["offset"].to_pylist() == expected
-    assert kl.verify(logs).ok
+    logs, _ = build(tmp_path / "probe")
+    probe = run_forked(_salvage, logs=str(logs))
+    assert probe.finished and len(probe.steps) > 5, probe
+    for k in range(1, len(probe.steps) + 1):
+        logs, expected = build(tmp_path / str(k))
+        out = run_forked(_salvage, kill_at=k, logs=str(logs))
+        assert out.killed, (k, out)
+        recover([logs], salvage=True, execute_plan=True)
+        assert kl.read_log(logs)["offset"].to_pylist() == expected, (k, out.steps[-1])
+        assert kl.verify(logs).ok, (k, out.steps[-1])
 
 
 def test_the_search_is_linear_in_the_bytes_scanned():
@@ -184,3 +185,31 @@ def test_the_search_is_linear_in_the_bytes_scanned():
         work: dict[str, int] = {}
         assert next_entry(buf, 0, work=work) is None
         assert work.get("checksummed", 0) <= 2 * len(buf), work
+
+
+@pytest.mark.parametrize("name", REAL_LOG_DIRS)
+def test_salvage_on_real_brokers_log_dirs(shared_fixtures, tmp_path, name):
+    """Each real broker's log dir, one checksum-breaking bit flipped in an entry of its longest
+    segment with a valid entry after it: salvage drops exactly that entry's records and keeps
+    every other."""
+    logs = tmp_path / "logs"
+    shutil.copytree(shared_fixtures / name, logs, ignore=shutil.ignore_patterns(".lock"))
+    clean = kl.verify(logs).ok
+    segs = [p for p in logs.glob("*-*/*.log") if not p.parent.name.startswith("__cluster_metadata")]
+    victim = max(segs, key=lambda p: len(scan_entries(np.frombuffer(p.read_bytes(), np.uint8))))
+    data = bytearray(victim.read_bytes())
+    t = scan_entries(np.frombuffer(bytes(data), np.uint8))
+    assert len(t) >= 2, victim
+    k = len(t) // 2 if len(t) >= 3 else 0  # an entry with a valid one after it
+    lo = int(t.last_offset[k - 1]) if k else int(victim.stem) - 1
+    lost = (lo, int(t.last_offset[k]))  # offsets in (lo, hi]
+    before = kl.read_log(victim.parent)["offset"].to_pylist()
+    data[int(t.position[k]) + int(t.entry_size[k]) - 3] ^= 0x20  # in the payload: CRC fails
+    victim.write_bytes(bytes(data))
+
+    report = recover([logs], salvage=True, execute_plan=True)
+    assert any(p.damage for p in report.partitions), render_recovery(report)
+    after = kl.read_log(victim.parent)["offset"].to_pylist()
+    assert after == [o for o in before if not lost[0] < o <= lost[1]]
+    assert len(after) < len(before)
+    assert kl.verify(logs).ok or not clean

@@ -277,12 +277,24 @@ def _equal_entries(a: Replica, a_rows: np.ndarray, b: Replica, b_rows: np.ndarra
             for s, e in zip(starts.tolist(), ends.tolist()):
                 x, y = int(pa_[s]), int(pb_[s])
                 total = int(pa_[e - 1] + n[e - 1]) - x
-                if np.array_equal(ba[x:x + total], bb[y:y + total]):
+                if _same_bytes(ba, x, bb, y, total):
                     continue
                 for t in range(s, e):  # the run differs somewhere: entry by entry
                     x, y, m = int(pa_[t]), int(pb_[t]), int(n[t])
-                    eq[sel[t]] = np.array_equal(ba[x:x + m], bb[y:y + m])
+                    eq[sel[t]] = _same_bytes(ba, x, bb, y, m)
     return eq
+
+
+COMPARE_CHUNK = 4 << 20
+"""Bytes compared at a time (the comparison's temporary array is this size, not a segment's)."""
+
+
+def _same_bytes(a: np.ndarray, x: int, b: np.ndarray, y: int, n: int) -> bool:
+    for off in range(0, n, COMPARE_CHUNK):
+        m = min(COMPARE_CHUNK, n - off)
+        if not np.array_equal(a[x + off:x + off + m], b[y + off:y + off + m]):
+            return False
+    return True
 
 
 def _overlaps(first: np.ndarray, last: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
