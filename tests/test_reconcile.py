@@ -166,6 +166,7 @@ def _reconcile(step, brokers: list[str], out: str) -> None:
     reconcile(brokers, out, execute_plan=True, step=step)
 
 
+@pytest.mark.slow  # a fork per step: the JIT pass runs it
 def test_a_run_killed_at_any_step_is_finished_by_the_next(tmp_path):
     """SIGKILL (a forked child) before each durable step, then a second run."""
     brokers = [str(b) for b in three_brokers(tmp_path / "src")]

@@ -149,6 +149,7 @@ def _salvage(step, logs: str) -> None:
     recover([logs], salvage=True, execute_plan=True, step=step)
 
 
+@pytest.mark.slow  # a fork per step: the JIT pass runs it
 def test_a_run_killed_at_any_step_is_finished_by_the_next(tmp_path):
     """SIGKILL (a forked child) before each durable step of a salvage, then a second run."""
     def build(root: Path) -> tuple[Path, list[int]]:
