@@ -31,6 +31,7 @@ COMMANDS = {
     "compact": "compact",
     "retain": "retain",
     "migrate": "migrate",
+    "restore": "restore",
 }
 
 

@@ -56,6 +56,8 @@ def render(metrics: dict) -> str:
               help="Keep the headers column.")
 @click.option("--metadata/--no-metadata", default=True, show_default=True,
               help="Keep the Kafka metadata columns.")
+@click.option("--control/--no-control", default=False, show_default=True,
+              help="Keep transaction markers (isControl rows): what restore needs.")
 @click.option("--isolation-level", type=click.Choice(["read_uncommitted", "read_committed"]),
               default="read_uncommitted", show_default=True,
               help="read_committed leaves out aborted transactions' records and markers.")
@@ -78,7 +80,7 @@ def render(metrics: dict) -> str:
               help="Store option for the SRC log dirs when they differ from DEST's.")
 @progress_option
 def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_pattern: str | None,
-            layout: str, partition_by: str | None, headers: bool, metadata: bool,
+            layout: str, partition_by: str | None, headers: bool, metadata: bool, control: bool,
             isolation_level: str, decode_internal: bool, fail_on_data_loss: bool,
             app_id_prefix: str, use_spark: bool, master: str | None, dry_run: bool,
             as_json: bool, single_writer: bool, storage_options: dict[str, str] | None,
@@ -102,7 +104,8 @@ def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_patt
                           storage_options=storage_options, single_writer=single_writer,
                           topics=list(topics) or None, topic_pattern=topic_pattern,
                           layout=layout, partition_by=partition_by, include_headers=headers,
-                          include_metadata=metadata, isolation_level=isolation_level,
+                          include_metadata=metadata, include_control=control,
+                          isolation_level=isolation_level,
                           decode_internal=decode_internal, fail_on_data_loss=fail_on_data_loss,
                           app_id_prefix=app_id_prefix,
                           engine="spark" if use_spark else "local")

@@ -74,6 +74,8 @@ READ_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("includeHeaders", "false", "add the headers column"),
     OptionSpec("includeMetadata", "false", "add the Kafka metadata columns (leaderEpoch, "
                "producerId, ..., compression)"),
+    OptionSpec("includeControl", "false", "also return the records of control batches "
+               "(transaction markers; isControl true), which consumers never see"),
     OptionSpec("kafka.isolation.level", "read_uncommitted",
                "read_committed drops records of aborted transactions and stops at the last "
                "stable offset (the first offset of a transaction still open at the log end)"),
@@ -154,6 +156,7 @@ class ReadOptions:
     starting_timestamp_strategy: str = "error"
     include_headers: bool = False
     include_metadata: bool = False
+    include_control: bool = False
     read_committed: bool = False
     on_corruption: str = "fail"
     max_bytes_per_partition: int = DEFAULT_MAX_BYTES_PER_PARTITION
@@ -218,6 +221,7 @@ def parse_read_options(options: Mapping[str, str],
                                             TIMESTAMP_STRATEGIES),
         include_headers=_bool("includeHeaders", get("includeHeaders")),
         include_metadata=_bool("includeMetadata", get("includeMetadata")),
+        include_control=_bool("includeControl", get("includeControl")),
         read_committed=_choice("kafka.isolation.level", get("kafka.isolation.level"),
                                ISOLATION_LEVELS) == "read_committed",
         on_corruption=_choice("onCorruption", get("onCorruption"), CORRUPTION_POLICIES),

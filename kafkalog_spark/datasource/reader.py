@@ -51,7 +51,8 @@ def read_split(split: KafkaLogSplit, opts: ReadOptions, bad: list[BadRange] | No
              else tuple(columns))
     decoded = decode_columns(names, split)
     options = DecodeOptions(verify_crc=opts.verify_crc, on_error=opts.on_corruption,
-                            max_rows=opts.max_rows_per_batch, columns=decoded)
+                            max_rows=opts.max_rows_per_batch, columns=decoded,
+                            include_control=opts.include_control)
     seg = split.segment
     window = read_window(seg, start=split.start_position, end=split.end_position,
                          min_offset=split.min_offset, max_offset=split.max_offset,

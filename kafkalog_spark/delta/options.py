@@ -45,6 +45,9 @@ MIGRATE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("include_metadata", True, "keep the Kafka metadata columns (leaderEpoch, "
                "producerId, producerEpoch, sequence, isTransactional, isControl, batch offsets, "
                "magic, compression)"),
+    OptionSpec("include_control", False, "keep the records of control batches (transaction "
+               "markers, isControl true): what `kafkalog restore` needs to bring transactions "
+               "back with their outcome"),
     OptionSpec("isolation_level", "read_uncommitted", "read_committed leaves out records of "
                "aborted transactions and stops each partition at its last stable offset"),
     OptionSpec("decode_internal", True, "add typed consumerOffsets / transactionState struct "
@@ -78,6 +81,7 @@ class MigrateOptions:
     partition_by: tuple[str, ...] = ()
     include_headers: bool = True
     include_metadata: bool = True
+    include_control: bool = False
     read_committed: bool = False
     decode_internal: bool = True
     fail_on_data_loss: bool = True
@@ -133,6 +137,7 @@ def parse_migrate_options(options: Mapping[str, object] | None = None, **kwargs:
         partition_by=_partition_by(raw.get("partition_by", default_parts)),
         include_headers=_bool("include_headers", raw.get("include_headers", True)),
         include_metadata=_bool("include_metadata", raw.get("include_metadata", True)),
+        include_control=_bool("include_control", raw.get("include_control", False)),
         read_committed=_choice("isolation_level", raw.get("isolation_level", "read_uncommitted"),
                                ISOLATION_LEVELS) == "read_committed",
         decode_internal=_bool("decode_internal", raw.get("decode_internal", True)),

@@ -106,6 +106,7 @@ class TablePlan:
             "endingOffsets": json.dumps(ending),
             "includeHeaders": str(opts.include_headers).lower(),
             "includeMetadata": str(opts.include_metadata).lower(),
+            "includeControl": str(opts.include_control).lower(),
             "kafka.isolation.level": "read_committed" if opts.read_committed
             else "read_uncommitted",
             **{STORAGE_PREFIX + k: v for k, v in self.source_storage.items()},

@@ -43,7 +43,7 @@ def write_partition_files(pdir: Path, existing: PartitionDir | None, result: Par
 
     meta = pdir / N.PARTITION_METADATA
     if not storage_for(meta).exists(meta):  # an existing partition keeps its topic id
-        tid = topic_id or _topic_id_in(log_dir, result.topic) or _random_topic_id()
+        tid = topic_id_for(log_dir, result.topic, topic_id)
         say(step, f"write {pdir.name}/{N.PARTITION_METADATA}")
         write_checkpoint_file(meta, C.format_partition_metadata(tid))
 
@@ -65,6 +65,12 @@ def _write_snapshot(pdir: Path, existing: PartitionDir | None, result: Partition
             tracker.apply(buf, file=str(pdir / N.segment_file_name(base, "log")))
     path = pdir / N.segment_file_name(result.next_offset, "snapshot")
     atomic_write_bytes(path, tracker.snapshot().to_bytes())
+
+
+def topic_id_for(log_dir: Path, topic: str, given: str | None = None) -> str:
+    """The topic id for a new partition dir of ``topic``: ``given``, else the one its other
+    partitions in ``log_dir`` have, else a new random one."""
+    return given or _topic_id_in(log_dir, topic) or _random_topic_id()
 
 
 def _topic_id_in(log_dir: Path, topic: str) -> str | None:

@@ -9,3 +9,10 @@ def migrate_topic(step, logs: str, dest: str, topic: str) -> None:
     from kafkalog_spark.delta import migrate
 
     migrate(logs, dest, topics=[topic], step=step)
+
+
+def restore_table(step, table: str, dest: str, segment_bytes: int) -> None:
+    """One ``kafkalog restore`` of ``table`` into the log dir ``dest``."""
+    from kafkalog_spark.delta.restore import restore
+
+    restore(table, dest, segment_bytes=segment_bytes, step=step)

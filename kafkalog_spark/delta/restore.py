@@ -1,0 +1,380 @@
+"""Restore (Delta layer): ``kafkalog restore TABLE DEST_LOG_DIR`` — the way back from a table
+written by ``migrate`` to partition dirs a broker loads, with the original offsets.
+
+A table (``layout="single"``) or a folder of per-topic tables is read per topic-partition in
+offset order, window by window (memory bounded by the window, not the partition). Rows are
+grouped back into their batches by ``batchBaseOffset`` and each batch is encoded as a v2 batch
+with the header the columns recorded: base offset, ``batchLastOffset`` (a compacted batch keeps
+its last offset), leader epoch, codec, timestamp type (LogAppendTime: the recorded batch time),
+producer id/epoch, base sequence (``sequence`` of the first record minus its offset delta),
+transactional and control flags — so an uncompressed v2 batch a producer wrote comes back byte
+for byte. Batches of v0/v1 messages come back as v2 batches with the same records. A compacted
+batch whose first record was removed had a base timestamp nothing recorded, and an empty batch
+has no rows at all: those differ (records equal; the empty batch is an offset gap).
+
+Batches go into segments of ``segment_bytes`` (a new segment also where an offset would not fit
+a 32-bit delta from its base); each segment is streamed to ``<base>.log.tmp`` and renamed to
+``<base>.log`` when whole, so a run killed anywhere leaves whole segments, and the next run,
+like an incremental one into a dir that already holds a prefix, continues from each partition's
+log end offset. Then ``partition.metadata`` and the offset checkpoints are written, and
+:func:`~kafkalog_spark.recovery.recover.recover` rebuilds indexes, transaction indexes,
+producer snapshots and leader epochs from the batches.
+
+Transactions: a table migrated without ``include_control`` has no commit/abort markers; its
+transactional batches would come back as transactions that never end (a hanging transaction
+blocks every read_committed consumer), so such a table is refused unless
+``allow_open_transactions``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..codec import checkpoints as C
+from ..codec import layout as L
+from ..codec.encode import BatchSpec, encode_batch
+from ..codec.scan import scan_entries
+from ..errors import InvalidOptionError, Location, LogDirError
+from ..log import naming as N
+from ..log.atomic import read_checkpoint_file, write_checkpoint_file
+from ..log.discovery import discover
+from ..log.lock import ensure_local, ensure_not_locked, hold_lock
+from ..log.partition_files import topic_id_for
+from ..log.staging import DEFAULT_SEGMENT_BYTES
+from ..log.storage import mapped_file, storage_for
+from .commit import RUN_ID_KEY, delta_table, table_exists
+
+Step = Callable[[str], None]
+NEEDED = ("topic", "partition", "offset", "key", "value", "timestamp", "timestampType",
+          "headers", "leaderEpoch", "producerId", "producerEpoch", "sequence", "isTransactional",
+          "isControl", "batchBaseOffset", "batchLastOffset", "magic", "compression")
+WINDOW_OFFSETS = 1 << 20
+"""Offsets read from the table at a time per partition."""
+
+
+@dataclass
+class PartitionRestore:
+    """What restore did (or would do) to one partition."""
+
+    topic: str
+    partition: int
+    start: int  # the partition's log end offset before the run (0: new)
+    end: int = 0  # after
+    batches: int = 0
+    records: int = 0
+    bytes: int = 0
+    segments: list[int] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"topic": self.topic, "partition": self.partition, "from_offset": self.start,
+                "log_end_offset": self.end, "batches": self.batches, "records": self.records,
+                "bytes": self.bytes, "segments": self.segments}
+
+
+def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
+            topics: Sequence[str] | None = None, execute_plan: bool = True,
+            segment_bytes: int = DEFAULT_SEGMENT_BYTES,
+            topic_ids: Mapping[str, str] | None = None, allow_open_transactions: bool = False,
+            step: Step | None = None) -> dict:
+    """Write (or with ``execute_plan=False`` plan) the partitions of a migrated table into the
+    log dir ``dest`` (created if missing; an existing partition is continued from its end).
+
+    Parameters
+    ----------
+    table : path
+        A table written by ``migrate`` (single layout), or the folder of its per-topic tables.
+    dest : path
+        The log dir to write.
+    topics : sequence of str, optional
+        Restore only these topics.
+    segment_bytes : int
+        Largest segment written (Kafka's ``segment.bytes``).
+    topic_ids : mapping, optional
+        ``{topic: base64url id}`` for new ``partition.metadata`` files (to match the cluster's
+        metadata); default: the id other partitions of the topic in ``dest`` have, else random.
+    allow_open_transactions : bool
+        Restore transactional batches of a table that holds no transaction markers.
+    step : callable, optional
+        Called with a label before every durable operation.
+
+    Returns
+    -------
+    dict
+        ``{"executed", "partitions": [...]}`` (per partition: offsets, batches, records,
+        bytes and segments written).
+
+    Raises
+    ------
+    InvalidOptionError
+        Not a table written by ``migrate``, a column restore needs is missing (named), or
+        transactional batches without markers.
+    LogDirLockedError
+        A live broker holds ``dest``.
+    """
+    dest = Path(dest)
+    ensure_local(dest)
+    tables = _tables(Path(table))
+    if storage_for(dest).exists(dest):
+        ensure_not_locked(dest)
+    parts = [(t, tp) for t in tables for tp in _partitions(t, topics)]
+    out: list[PartitionRestore] = []
+    if not execute_plan:
+        for t, (topic, partition) in parts:
+            out.append(_plan(t, dest, topic, partition, allow_open_transactions))
+        return {"executed": False, "partitions": [p.to_dict() for p in out]}
+    fs = storage_for(dest)
+    fs.make_dirs(dest, exist_ok=True)
+    with hold_lock(dest):
+        for t, (topic, partition) in parts:
+            out.append(_restore_partition(t, dest, topic, partition, segment_bytes,
+                                          (topic_ids or {}).get(topic), allow_open_transactions,
+                                          step))
+        _checkpoints(dest, out, step)
+    from ..recovery.recover import recover
+
+    recover([dest], execute_plan=True, step=step)
+    return {"executed": True, "partitions": [p.to_dict() for p in out]}
+
+
+def _tables(path: Path) -> list[Path]:
+    """The migrate tables at ``path``: itself, or each per-topic table under it."""
+    fs = storage_for(path)
+    if table_exists(path):
+        found = [path]
+    elif fs.is_dir(path):
+        found = sorted(path / n for n in fs.listdir(path) if table_exists(path / n))
+    else:
+        found = []
+    if not found:
+        raise InvalidOptionError(f"{path}: not a Delta table (nor a folder of per-topic tables)")
+    for t in found:
+        dt = delta_table(t)
+        names = set(dt.schema().to_arrow().names)
+        missing = [c for c in NEEDED if c not in names]
+        if missing:
+            raise InvalidOptionError(f"{t}: the table lacks the columns restore needs: "
+                                     f"{', '.join(missing)} (migrate with headers and metadata)")
+        if not any(RUN_ID_KEY in h for h in dt.history(1000)):
+            raise InvalidOptionError(f"{t}: not a table written by kafkalog migrate (no commit "
+                                     f"carries {RUN_ID_KEY})")
+    return found
+
+
+def _partitions(table: Path, topics: Sequence[str] | None) -> list[tuple[str, int]]:
+    keys = delta_table(table).to_pyarrow_dataset().to_table(columns=["topic", "partition"])
+    pairs = keys.group_by(["topic", "partition"]).aggregate([]).to_pylist()
+    return sorted((r["topic"], r["partition"]) for r in pairs
+                  if topics is None or r["topic"] in topics)
+
+
+def _log_end(pdir: Path) -> tuple[int, list[int]]:
+    """The log end offset of an existing partition dir (0 when new) and its segment bases."""
+    if not storage_for(pdir).is_dir(pdir):
+        return 0, []
+    part = discover([pdir]).partitions[0]
+    bases = [s.base_offset for s in part.segments]
+    for seg in reversed(part.segments):
+        with mapped_file(seg.log) as buf:
+            t = scan_entries(buf)
+        if len(t):
+            return int(t.last_offset[-1]) + 1, bases
+    return (bases[-1] if bases else 0), bases
+
+
+def _rows(table: Path, topic: str, partition: int, start: int) -> Iterator[pa.Table]:
+    """The partition's rows from offset ``start`` on, in offset order, whole batches per yield
+    (a batch cut by the window end is carried into the next one)."""
+    last = _scan(table, topic, partition, ["offset"], pc.field("offset") >= start)
+    if not last.num_rows:
+        return
+    hi = pc.max(last["offset"]).as_py()
+    del last
+    carry = None
+    lo = start
+    while lo <= hi:
+        w = _scan(table, topic, partition, list(NEEDED), (pc.field("offset") >= lo)
+                  & (pc.field("offset") < lo + WINDOW_OFFSETS)).sort_by("offset")
+        if carry is not None:
+            w = pa.concat_tables([carry, w.cast(carry.schema)])
+        lo += WINDOW_OFFSETS
+        if w.num_rows and lo <= hi:  # the last batch may go on in the next window
+            bases = w["batchBaseOffset"].to_numpy()
+            open_base = bases[-1]
+            if w["batchLastOffset"][-1].as_py() >= lo:
+                cut = int(np.searchsorted(bases, open_base))
+                carry, w = w.slice(cut), w.slice(0, cut)
+            else:
+                carry = None
+        else:
+            carry = None
+        if w.num_rows:
+            yield w
+
+
+def _scan(table: Path, topic: str, partition: int, columns: list[str],
+          where: pc.Expression | None = None) -> pa.Table:
+    """Rows of one topic-partition. Only integer columns are pushed down: delta-rs (1.x) prunes
+    every file for a string equality whose column has no min/max in the file statistics (the
+    tables migrate writes record none for strings), so the topic is filtered here."""
+    cond = pc.field("partition") == partition
+    if where is not None:
+        cond = cond & where
+    rows = delta_table(table).to_pyarrow_dataset().to_table(
+        columns=list(dict.fromkeys([*columns, "topic"])), filter=cond)
+    return rows.filter(pc.equal(rows["topic"], topic)).select(columns)
+
+
+def _batches(rows: pa.Table, where: str) -> Iterator[tuple[int, int, bytes]]:
+    """``(base offset, last offset, bytes)`` of each batch of ``rows`` (whole batches, in
+    offset order), encoded from the recorded header fields (module docstring)."""
+    base = rows["batchBaseOffset"].to_numpy()
+    starts = np.flatnonzero(np.diff(base, prepend=base[0] - 1) != 0)
+    bounds = np.append(starts, rows.num_rows).tolist()
+    firsts = rows.take(pa.array(starts)).to_pydict()  # each batch's header fields, once
+    codecs = [L.CODEC_IDS.get(c) for c in firsts["compression"]]
+    ts_ms = rows["timestamp"].cast(pa.int64()).fill_null(-1000).to_numpy() // 1000
+    off = rows["offset"].to_numpy()
+    keys, values, headers = rows["key"], rows["value"], rows["headers"]
+    if headers.null_count:  # v0/v1 records have none
+        headers = pa.array([h or [] for h in headers.to_pylist()], headers.type)
+    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+        b0, last = firsts["batchBaseOffset"][i], firsts["batchLastOffset"][i]
+        if codecs[i] is None:
+            raise LogDirError(f"unknown compression {firsts['compression'][i]!r} in the table",
+                              Location(where, None, b0))
+        ts_type = max(int(firsts["timestampType"][i]), 0)
+        seq = firsts["sequence"][i]
+        base_seq = -1 if seq is None or seq < 0 else (seq - (int(off[a]) - b0)) % (L.INT32_MAX + 1)
+        spec = BatchSpec(base_offset=b0, partition_leader_epoch=firsts["leaderEpoch"][i],
+                         codec=codecs[i], timestamp_type=ts_type,
+                         log_append_time=int(ts_ms[a]) if ts_type == L.LOG_APPEND_TIME else None,
+                         producer_id=firsts["producerId"][i],
+                         producer_epoch=firsts["producerEpoch"][i], base_sequence=base_seq,
+                         is_transactional=bool(firsts["isTransactional"][i]),
+                         is_control=bool(firsts["isControl"][i]), last_offset_delta=last - b0)
+        yield b0, last, encode_batch(keys.slice(a, b - a), values.slice(a, b - a), ts_ms[a:b],
+                                     spec=spec, offset_deltas=off[a:b] - b0,
+                                     headers=headers.slice(a, b - a))
+
+
+def _plan(table: Path, dest: Path, topic: str, partition: int,
+          allow_open: bool) -> PartitionRestore:
+    start, _ = _log_end(dest / f"{topic}-{partition}")
+    out = PartitionRestore(topic, partition, start, start)
+    _check_transactions(table, topic, partition, allow_open)
+    for rows in _rows(table, topic, partition, start):
+        out.records += rows.num_rows
+        out.batches += len(np.unique(rows["batchBaseOffset"].to_numpy()))
+        out.end = int(rows["batchLastOffset"][-1].as_py()) + 1
+    return out
+
+
+def _check_transactions(table: Path, topic: str, partition: int, allow_open: bool) -> None:
+    """Refuse transactional batches without any transaction marker (module docstring)."""
+    if allow_open:
+        return
+    flags = _scan(table, topic, partition, ["isTransactional", "isControl"])
+    if pc.any(flags["isTransactional"]).as_py() and not pc.any(flags["isControl"]).as_py():
+        raise InvalidOptionError(f"{table}: transactional batches but no transaction markers "
+                                 "(migrated without include_control): restored, those "
+                                 "transactions would never end; migrate again with "
+                                 "--control, or pass allow_open_transactions")
+
+
+def _restore_partition(table: Path, dest: Path, topic: str, partition: int, segment_bytes: int,
+                       topic_id: str | None, allow_open: bool, step: Step | None
+                       ) -> PartitionRestore:
+    pdir = dest / f"{topic}-{partition}"
+    fs = storage_for(pdir)
+    fs.make_dirs(pdir, exist_ok=True)
+    for name in fs.listdir(pdir):  # a killed run's unfinished segment
+        if name.endswith(f".{N.LOG}.tmp"):
+            fs.remove(pdir / name)
+    start, bases = _log_end(pdir)
+    out = PartitionRestore(topic, partition, start, start)
+    writer = _SegmentWriter(pdir, segment_bytes, step)
+    _check_transactions(table, topic, partition, allow_open)
+    for rows in _rows(table, topic, partition, start):
+        if int(rows["batchBaseOffset"][0].as_py()) < start:
+            raise LogDirError(f"{pdir} ends at offset {start}, inside a batch of the table "
+                              f"(base offset {rows['batchBaseOffset'][0].as_py()})",
+                              Location(str(pdir), None, start))
+        out.records += rows.num_rows
+        for b0, last, data in _batches(rows, str(table)):
+            writer.add(b0, last, data)
+            out.batches += 1
+            out.bytes += len(data)
+            out.end = last + 1
+    out.segments = writer.close()
+    meta = pdir / N.PARTITION_METADATA
+    if not fs.exists(meta):
+        if step is not None:
+            step(f"write {meta}")
+        write_checkpoint_file(meta, C.format_partition_metadata(
+            topic_id_for(dest, topic, topic_id)))
+    return out
+
+
+class _SegmentWriter:
+    """Batches into segment files: ``<base>.log.tmp`` streamed, renamed whole."""
+
+    def __init__(self, pdir: Path, segment_bytes: int, step: Step | None) -> None:
+        self.pdir, self.limit, self.step = pdir, segment_bytes, step
+        self.fs = storage_for(pdir)
+        self.file = None
+        self.base = self.size = 0
+        self.written: list[int] = []
+
+    def add(self, base: int, last: int, data: bytes) -> None:
+        if self.file is not None and (self.size + len(data) > self.limit
+                                      or last - self.base > L.INT32_MAX):
+            self._finish()
+        if self.file is None:
+            self.base, self.size = base, 0
+            tmp = self.pdir / f"{N.segment_file_name(base, N.LOG)}.tmp"
+            if self.step is not None:
+                self.step(f"write {tmp}")
+            self.file = self.fs.open_write(tmp)
+        self.file.write(data)
+        self.size += len(data)
+
+    def _finish(self) -> None:
+        self.fs.close_durably(self.file)
+        self.file = None
+        final = self.pdir / N.segment_file_name(self.base, N.LOG)
+        if self.step is not None:
+            self.step(f"rename {final.name}.tmp -> {final.name}")
+        self.fs.rename(final.with_name(final.name + ".tmp"), final)
+        self.fs.fsync_dir(self.pdir)
+        self.written.append(self.base)
+
+    def close(self) -> list[int]:
+        if self.file is not None:
+            self._finish()
+        return self.written
+
+
+def _checkpoints(dest: Path, done: list[PartitionRestore], step: Step | None) -> None:
+    """Recovery point and high watermark at each restored log end; the log start of a new
+    partition at its first restored offset."""
+    for name in (N.RECOVERY_POINT_CHECKPOINT, N.REPLICATION_OFFSET_CHECKPOINT,
+                 N.LOG_START_OFFSET_CHECKPOINT):
+        path = dest / name
+        offsets = read_checkpoint_file(path, C.parse_offset_checkpoint)
+        for p in done:
+            tp = (p.topic, p.partition)
+            if name == N.LOG_START_OFFSET_CHECKPOINT:
+                if tp not in offsets and p.start == 0 and p.segments:
+                    offsets[tp] = p.segments[0]
+            else:
+                offsets[tp] = p.end
+        if step is not None:
+            step(f"write {name}")
+        write_checkpoint_file(path, C.format_offset_checkpoint(offsets))
