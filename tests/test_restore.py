@@ -185,3 +185,26 @@ def test_a_run_killed_at_any_step_is_finished_by_the_next(tmp_path):
         assert rows(dest) == want, (k, out.steps[-1])
         assert kl.verify(dest).ok, (k, out.steps[-1])
         shutil.rmtree(dest)
+
+
+@pytest.mark.spark
+def test_the_spark_job_writes_what_the_library_writes(spark, tmp_path, capsys):
+    import importlib.util
+    import json
+
+    src = tmp_path / "logs"
+    kl.write_log(records(900), src, topic="t", max_batch_records=30)
+    kl.write_log(records(400).append_column("partition", pa.array([1] * 400, pa.int32())),
+                 src, topic="t", max_batch_records=30)
+    migrate(src, tmp_path / "lake")
+    restore(tmp_path / "lake", tmp_path / "lib")
+    path = Path(__file__).resolve().parents[1] / "jobs" / "restore.py"
+    spec = importlib.util.spec_from_file_location("jobs_restore", path)
+    job = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(job)
+    capsys.readouterr()
+    assert job.main([str(tmp_path / "lake"), str(tmp_path / "job"), "--json"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["verified"] and len(printed["restore"]["partitions"]) == 2
+    assert rows(tmp_path / "job") == rows(tmp_path / "lib") == rows(src)
+    assert entries(tmp_path / "job") == entries(tmp_path / "lib")

@@ -31,6 +31,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -82,7 +83,7 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
             topics: Sequence[str] | None = None, execute_plan: bool = True,
             segment_bytes: int = DEFAULT_SEGMENT_BYTES,
             topic_ids: Mapping[str, str] | None = None, allow_open_transactions: bool = False,
-            step: Step | None = None) -> dict:
+            step: Step | None = None, spark=None) -> dict:
     """Write (or with ``execute_plan=False`` plan) the partitions of a migrated table into the
     log dir ``dest`` (created if missing; an existing partition is continued from its end).
 
@@ -102,7 +103,11 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     allow_open_transactions : bool
         Restore transactional batches of a table that holds no transaction markers.
     step : callable, optional
-        Called with a label before every durable operation.
+        Called with a label before every durable operation (not in Spark tasks).
+    spark : SparkSession, optional
+        Restore the partitions as Spark tasks, one per partition (every executor must see the
+        table and ``dest`` at the same paths); the driver writes the checkpoints and rebuilds
+        the derived files.
 
     Returns
     -------
@@ -123,19 +128,24 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     tables = _tables(Path(table))
     if storage_for(dest).exists(dest):
         ensure_not_locked(dest)
-    parts = [(t, tp) for t in tables for tp in _partitions(t, topics)]
-    out: list[PartitionRestore] = []
+    parts = [(t, topic, partition) for t in tables for topic, partition in _partitions(t, topics)]
     if not execute_plan:
-        for t, (topic, partition) in parts:
-            out.append(_plan(t, dest, topic, partition, allow_open_transactions))
+        out = [_plan(t, dest, topic, partition, allow_open_transactions)
+               for t, topic, partition in parts]
         return {"executed": False, "partitions": [p.to_dict() for p in out]}
     fs = storage_for(dest)
     fs.make_dirs(dest, exist_ok=True)
+    # the topic ids are settled on the driver: tasks writing two partitions of a new topic
+    # at once must not pick two random ids
+    ids = {topic: topic_id_for(dest, topic, (topic_ids or {}).get(topic))
+           for _, topic, _ in parts}
+    task = partial(_restore_task, dest=dest, segment_bytes=segment_bytes, topic_ids=ids,
+                   allow_open=allow_open_transactions)
     with hold_lock(dest):
-        for t, (topic, partition) in parts:
-            out.append(_restore_partition(t, dest, topic, partition, segment_bytes,
-                                          (topic_ids or {}).get(topic), allow_open_transactions,
-                                          step))
+        if spark is not None and parts:
+            out = spark.sparkContext.parallelize(parts, len(parts)).map(task).collect()
+        else:
+            out = [task(p, step=step) for p in parts]
         _checkpoints(dest, out, step)
     from ..recovery.recover import recover
 
@@ -288,8 +298,16 @@ def _check_transactions(table: Path, topic: str, partition: int, allow_open: boo
                                  "--control, or pass allow_open_transactions")
 
 
+def _restore_task(part: tuple[Path, str, int], *, dest: Path, segment_bytes: int,
+                  topic_ids: Mapping[str, str], allow_open: bool,
+                  step: Step | None = None) -> PartitionRestore:
+    table, topic, partition = part
+    return _restore_partition(table, dest, topic, partition, segment_bytes, topic_ids[topic],
+                              allow_open, step)
+
+
 def _restore_partition(table: Path, dest: Path, topic: str, partition: int, segment_bytes: int,
-                       topic_id: str | None, allow_open: bool, step: Step | None
+                       topic_id: str, allow_open: bool, step: Step | None
                        ) -> PartitionRestore:
     pdir = dest / f"{topic}-{partition}"
     fs = storage_for(pdir)
@@ -317,8 +335,7 @@ def _restore_partition(table: Path, dest: Path, topic: str, partition: int, segm
     if not fs.exists(meta):
         if step is not None:
             step(f"write {meta}")
-        write_checkpoint_file(meta, C.format_partition_metadata(
-            topic_id_for(dest, topic, topic_id)))
+        write_checkpoint_file(meta, C.format_partition_metadata(topic_id))
     return out
 
 
