@@ -208,3 +208,19 @@ def test_the_spark_job_writes_what_the_library_writes(spark, tmp_path, capsys):
     assert printed["verified"] and len(printed["restore"]["partitions"]) == 2
     assert rows(tmp_path / "job") == rows(tmp_path / "lib") == rows(src)
     assert entries(tmp_path / "job") == entries(tmp_path / "lib")
+
+
+def test_small_windows_carry_batches_across_window_ends(tmp_path, monkeypatch):
+    """Windows of ~50 rows over batches of 37 records and a compacted-like offset gap: every
+    batch straddling a window end is carried whole into the next window."""
+    import kafkalog_spark.delta.restore as R
+
+    monkeypatch.setattr(R, "WINDOW_ROWS", 50)
+    src = tmp_path / "logs"
+    kl.write_log(records(1000), src, topic="t", max_batch_records=37)
+    kl.write_log(records(300, 5000).append_column("offset", pa.array(range(5000, 5300))), src,
+                 topic="t", max_batch_records=37)
+    migrate(src, tmp_path / "lake")
+    restore(tmp_path / "lake", tmp_path / "back")
+    assert rows(tmp_path / "back") == rows(src)
+    assert entries(tmp_path / "back") == entries(src)

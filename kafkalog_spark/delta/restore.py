@@ -56,8 +56,8 @@ Step = Callable[[str], None]
 NEEDED = ("topic", "partition", "offset", "key", "value", "timestamp", "timestampType",
           "headers", "leaderEpoch", "producerId", "producerEpoch", "sequence", "isTransactional",
           "isControl", "batchBaseOffset", "batchLastOffset", "magic", "compression")
-WINDOW_OFFSETS = 1 << 20
-"""Offsets read from the table at a time per partition."""
+WINDOW_ROWS = 1 << 18
+"""Rows read from the table at a time per partition (about: windows are offset ranges)."""
 
 
 @dataclass
@@ -200,20 +200,21 @@ def _log_end(pdir: Path) -> tuple[int, list[int]]:
 
 def _rows(table: Path, topic: str, partition: int, start: int) -> Iterator[pa.Table]:
     """The partition's rows from offset ``start`` on, in offset order, whole batches per yield
-    (a batch cut by the window end is carried into the next one)."""
-    last = _scan(table, topic, partition, ["offset"], pc.field("offset") >= start)
-    if not last.num_rows:
+    (a batch cut by the window end is carried into the next one). Windows span about
+    :data:`WINDOW_ROWS` rows (from the partition's offset density), so memory does not grow
+    with the partition."""
+    count, lo_seen, hi = _offset_range(table, topic, partition, start)
+    if not count:
         return
-    hi = pc.max(last["offset"]).as_py()
-    del last
+    span = max(1, int(WINDOW_ROWS * (hi - lo_seen + 1) / count))
     carry = None
-    lo = start
+    lo = lo_seen
     while lo <= hi:
         w = _scan(table, topic, partition, list(NEEDED), (pc.field("offset") >= lo)
-                  & (pc.field("offset") < lo + WINDOW_OFFSETS)).sort_by("offset")
+                  & (pc.field("offset") < lo + span)).sort_by("offset")
         if carry is not None:
             w = pa.concat_tables([carry, w.cast(carry.schema)])
-        lo += WINDOW_OFFSETS
+        lo += span
         if w.num_rows and lo <= hi:  # the last batch may go on in the next window
             bases = w["batchBaseOffset"].to_numpy()
             open_base = bases[-1]
@@ -226,6 +227,22 @@ def _rows(table: Path, topic: str, partition: int, start: int) -> Iterator[pa.Ta
             carry = None
         if w.num_rows:
             yield w
+
+
+def _offset_range(table: Path, topic: str, partition: int, start: int) -> tuple[int, int, int]:
+    """``(rows, lowest offset, highest offset)`` of the partition from ``start`` on, streamed
+    batch by batch (nothing per row is kept)."""
+    count, lo, hi = 0, None, None
+    ds = delta_table(table).to_pyarrow_dataset()
+    for b in ds.to_batches(columns=["offset", "topic"], filter=(pc.field("partition") == partition)
+                           & (pc.field("offset") >= start)):
+        off = b.column(0).filter(pc.equal(b.column(1), topic))
+        if len(off):
+            count += len(off)
+            mn, mx = pc.min_max(off).values()
+            lo = mn.as_py() if lo is None else min(lo, mn.as_py())
+            hi = mx.as_py() if hi is None else max(hi, mx.as_py())
+    return count, (lo or 0), (hi or 0)
 
 
 def _scan(table: Path, topic: str, partition: int, columns: list[str],
