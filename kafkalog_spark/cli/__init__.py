@@ -32,6 +32,7 @@ COMMANDS = {
     "retain": "retain",
     "migrate": "migrate",
     "restore": "restore",
+    "erase": "erase",
 }
 
 

@@ -68,7 +68,7 @@ class GroupOutput:
     path: str | None = None
 
 
-def _ms(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
+def timestamps_ms(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """Arrow µs timestamps as int64 ms, null (no timestamp) as -1."""
     arr = pc.fill_null(pc.divide(ts.cast(pa.int64()), 1000), -1)
     return np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)
@@ -204,8 +204,10 @@ def _members(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
     return sorted_set[pos] == values
 
 
-def _spec(t, i: int, *, base: int, horizon: int | None, last_delta: int | None,
-          empty: bool) -> BatchSpec:
+def batch_spec(t, i: int, *, base: int, horizon: int | None, last_delta: int | None,
+               empty: bool) -> BatchSpec:
+    """The header of entry ``i`` of scan ``t`` rebuilt as a v2 batch at ``base`` (a legacy
+    entry gets no producer fields; ``empty``: Kafka's empty batch keeping producer state)."""
     magic = int(t.magic[i])
     attrs = int(t.attributes[i])
     ts_type = L.LOG_APPEND_TIME if attrs & L.TIMESTAMP_TYPE_MASK else L.CREATE_TIME
@@ -292,7 +294,7 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray |
                     if ts_ms is None:
                         # one contiguous array per column: take() on the decoder's chunked
                         # columns costs time in the window's size, per batch
-                        ts_ms = _ms(rows.column("timestamp"))
+                        ts_ms = timestamps_ms(rows.column("timestamp"))
                         cols = {c: rows.column(c).combine_chunks()
                                 for c in ("key", "value", "headers")}
                     lo, hi = int(row_start[k]), int(row_start[k + 1])
@@ -300,9 +302,9 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray |
                     base = int(t.offset[i]) if magic == 2 else int(offsets[idx[0]])
                     h = (now + task.delete_retention_ms) if need_horizon else (
                         int(horizon[i]) if horizon_flag[i] else None)
-                    spec = _spec(t, i, base=base, horizon=h,
-                                 last_delta=int(t.last_offset_delta[i]) if magic == 2 else None,
-                                 empty=False)
+                    spec = batch_spec(t, i, base=base, horizon=h, empty=False,
+                                      last_delta=int(t.last_offset_delta[i]) if magic == 2
+                                      else None)
                     headers = cols["headers"].take(idx)
                     if magic < 2:
                         headers = pa.array([[] for _ in range(len(idx))], headers.type)
@@ -311,7 +313,7 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray |
                                            offset_deltas=offsets[idx] - base, headers=headers))
                     stats["batches_rebuilt"] += 1
                 elif retain_empty and magic == 2:
-                    out.write(encode_batch([], [], [], spec=_spec(
+                    out.write(encode_batch([], [], [], spec=batch_spec(
                         t, i, base=int(t.offset[i]), horizon=None,
                         last_delta=int(t.last_offset_delta[i]), empty=True)))
                     stats["batches_emptied"] += 1

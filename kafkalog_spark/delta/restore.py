@@ -125,7 +125,7 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     """
     dest = Path(dest)
     ensure_local(dest)
-    tables = _tables(Path(table))
+    tables = migrate_tables(Path(table))
     if storage_for(dest).exists(dest):
         ensure_not_locked(dest)
     parts = [(t, topic, partition) for t in tables for topic, partition in _partitions(t, topics)]
@@ -153,8 +153,10 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     return {"executed": True, "partitions": [p.to_dict() for p in out]}
 
 
-def _tables(path: Path) -> list[Path]:
-    """The migrate tables at ``path``: itself, or each per-topic table under it."""
+def migrate_tables(path: Path, needed: Sequence[str] = NEEDED, what: str = "restore"
+                   ) -> list[Path]:
+    """The tables ``migrate`` wrote at ``path``: itself, or each per-topic table under it;
+    refuses other tables and tables without the ``needed`` columns (``what`` needs them)."""
     fs = storage_for(path)
     if table_exists(path):
         found = [path]
@@ -167,9 +169,9 @@ def _tables(path: Path) -> list[Path]:
     for t in found:
         dt = delta_table(t)
         names = set(dt.schema().to_arrow().names)
-        missing = [c for c in NEEDED if c not in names]
+        missing = [c for c in needed if c not in names]
         if missing:
-            raise InvalidOptionError(f"{t}: the table lacks the columns restore needs: "
+            raise InvalidOptionError(f"{t}: the table lacks the columns {what} needs: "
                                      f"{', '.join(missing)} (migrate with headers and metadata)")
         if not any(RUN_ID_KEY in h for h in dt.history(1000)):
             raise InvalidOptionError(f"{t}: not a table written by kafkalog migrate (no commit "

@@ -1,0 +1,184 @@
+"""``kafkalog erase`` (issue 20, parts 3-5, log dirs): every record with a key of the set is gone
+and nothing else changed — other offsets, batch headers, producer state, markers, the log end;
+untouched segments are not rewritten; ``--check`` proves it; the audit report holds no key; a
+run killed at any step is finished by the next."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from click.testing import CliRunner
+from kafka.record.memory_records import MemoryRecords
+
+import kafkalog_spark as kl
+from kafkalog_spark.cli import cli, main
+from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.compaction.erase import erase, read_keys
+
+from faults import run_forked
+from test_datasource_read import write_txn_partition
+from test_restore import records
+from test_salvage import legacy_log
+
+KEYS = [b"k7", b"k13", b"k0"]
+META = ["offset", "key", "value", "timestamp", "timestampType", "headers", "leaderEpoch",
+        "producerId", "producerEpoch", "isTransactional", "isControl", "batchBaseOffset",
+        "batchLastOffset"]
+
+
+def rows(log_dir: Path, **kw) -> pa.Table:
+    return kl.read_log(log_dir, include_headers=True, include_metadata=True, **kw)
+
+
+def without(table: pa.Table, keys, columns=META) -> list[dict]:
+    keep = pc.invert(pc.fill_null(pc.is_in(table["key"], value_set=pa.array(keys)), False))
+    return table.filter(keep).select(columns).to_pylist()
+
+
+def kafka_python_offsets(part: Path) -> list[int]:
+    out = []
+    for seg in sorted(part.glob("*.log")):
+        recs = MemoryRecords(seg.read_bytes())
+        while (batch := recs.next_batch()) is not None:
+            out.extend(r.offset for r in batch)
+    return out
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd"])
+def test_erase_removes_exactly_the_keys(tmp_path, codec):
+    logs = tmp_path / "logs"
+    kl.write_log(records(3000), logs, topic="t", codec=codec, max_batch_records=40,
+                 segment_bytes=20_000)
+    kl.write_log(records(50, 3000), logs, topic="other", codec=codec)
+    before = rows(logs)
+    segs = {p.name: p.read_bytes() for p in (logs / "t-0").glob("*.log")}
+    dry = erase(logs, "t", KEYS, execute_plan=False)
+    assert rows(logs).equals(before)
+    report = erase(logs, "t", KEYS)
+    assert report["records_removed"] == dry["records_removed"] > 0
+    after = rows(logs)
+    assert without(after, KEYS) == without(before, KEYS)
+    assert after.num_rows == before.num_rows - report["records_removed"]
+    assert kl.verify(logs).ok
+    assert kafka_python_offsets(logs / "t-0") == [r["offset"] for r in without(
+        before.filter(pc.equal(before["topic"], "t")), KEYS)]
+    rewritten = set(report["partitions"][0]["segments_rewritten"])
+    for name, data in segs.items():  # a segment with no match keeps its bytes
+        if name not in rewritten:
+            assert (logs / "t-0" / name).read_bytes() == data
+    assert erase(logs, "t", KEYS, execute_plan=False)["records_removed"] == 0
+    assert b"k7" not in json.dumps(report).encode()  # the audit names no key
+
+
+def test_legacy_wrappers_and_multiple_key_passes(tmp_path):
+    logs = legacy_log(tmp_path, 1, 1)  # v1 gzip wrappers of 25 records
+    before = rows(logs)
+    keys = [b"k%d" % i for i in (3, 30, 31, 599)]
+    report = erase(logs, "t", keys, max_keys=1)  # four passes of one key
+    assert report["records_removed"] == 4
+    # rebuilt wrappers are v2 batches now (KIP-724): the records are the same
+    record = ["offset", "key", "value", "timestamp"]
+    assert without(rows(logs), keys, record) == without(before, keys, record)
+    assert kl.verify(logs).ok
+    assert kafka_python_offsets(logs / "t-0")[-1] == 598  # 599 erased
+    last = scan_entries(np.frombuffer(sorted((logs / "t-0").glob("*.log"))[-1].read_bytes(),
+                                      np.uint8))
+    assert int(last.last_offset[-1]) == 599  # the log end offset did not move back
+
+
+def test_producer_state_markers_and_log_end_kept(tmp_path):
+    logs = tmp_path / "logs"
+    write_txn_partition(logs / "txn-0", with_indexes=True)
+    (logs / "meta.properties").write_text("version=0\nbroker.id=0\n")
+    clean = kl.verify(logs).ok
+    before = rows(logs, include_control=True)
+    keys = [b"k%d" % i for i in (10, 11, 12, 13, 14, 30, 31)]  # a whole transactional batch
+    erase(logs, "txn", keys)
+    after = rows(logs, include_control=True)
+    assert without(after, keys) == without(before, keys)
+    t = scan_entries(np.frombuffer((logs / "txn-0" / f"{0:020d}.log").read_bytes(), np.uint8))
+    empty = [i for i in range(len(t)) if t.count[i] == 0]
+    assert empty and t.producer_id[empty[0]] == 2  # producer 2's batch kept, emptied
+    assert after["offset"].to_pylist()[-1] < 31 and (kl.verify(logs).ok or not clean)
+    assert (logs / "txn-0" / f"{0:020d}.txnindex").exists()  # kept with its segment
+    last = scan_entries(np.frombuffer((logs / "txn-0" / f"{16:020d}.log").read_bytes(), np.uint8))
+    assert int(last.last_offset[-1]) == 31  # the log end offset did not move back
+
+
+def test_keys_file_and_cli(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    kl.write_log(records(500), logs, topic="t", max_batch_records=25)
+    with pytest.raises(Exception, match="does not exist"):
+        read_keys(tmp_path / "nope.txt")
+    (tmp_path / "empty.txt").write_text("\n\n")
+    assert main(["erase", str(logs), "--topic", "t", "--keys", str(tmp_path / "empty.txt")]) == 2
+    assert "holds no keys" in capsys.readouterr().err
+    (tmp_path / "keys.txt").write_text("k7\nk13\n")
+    args = ["erase", str(logs), "--topic", "t", "--keys", str(tmp_path / "keys.txt")]
+    check = CliRunner().invoke(cli, [*args, "--check"])
+    assert check.exit_code == 1 and "records left" in check.output
+    left = erase(logs, "t", [b"k7", b"k13"], execute_plan=False)["records_removed"]
+    assert main([*args, "--report", str(tmp_path / "audit.json")]) == 0
+    audit = json.loads((tmp_path / "audit.json").read_text())
+    assert audit["records_removed"] == left > 0 and len(audit["key_set_sha256"]) == 64
+    assert CliRunner().invoke(cli, [*args, "--check"]).exit_code == 0
+    (tmp_path / "hex.txt").write_text("6b37\n")  # "k7" in hex
+    assert CliRunner().invoke(cli, ["erase", str(logs), "--topic", "t", "--keys",
+                                    str(tmp_path / "hex.txt"), "--keys-encoding", "hex",
+                                    "--check"]).exit_code == 0
+
+
+def _erase(step, logs: str) -> None:
+    erase(logs, "t", KEYS, step=step)
+
+
+@pytest.mark.slow  # a fork per step: the JIT pass runs it
+def test_a_run_killed_at_any_step_is_finished_by_the_next(tmp_path):
+    def build(root: Path) -> Path:
+        kl.write_log(records(800), root / "logs", topic="t", max_batch_records=40,
+                     segment_bytes=8_000)
+        return root / "logs"
+
+    want = without(rows(build(tmp_path / "ref")), KEYS)
+    probe = run_forked(_erase, logs=str(build(tmp_path / "probe")))
+    assert probe.finished and len(probe.steps) > 10, probe
+    for k in range(1, len(probe.steps) + 1):
+        logs = build(tmp_path / f"k{k}")
+        out = run_forked(_erase, kill_at=k, logs=str(logs))
+        assert out.killed, (k, out)
+        erase(logs, "t", KEYS)
+        assert without(rows(logs), KEYS) == want and \
+            rows(logs).num_rows == len(want), (k, out.steps[-1])
+        assert kl.verify(logs).ok, (k, out.steps[-1])
+        shutil.rmtree(tmp_path / f"k{k}")
+
+
+def test_one_run_covers_the_log_dir_and_the_migrate_table(tmp_path):
+    from kafkalog_spark.delta import migrate
+
+    logs = tmp_path / "logs"
+    kl.write_log(records(600), logs, topic="t", max_batch_records=30)
+    kl.write_log(records(100), logs, topic="u", max_batch_records=30)
+    migrate(logs, tmp_path / "lake", layout="single")
+    (tmp_path / "keys.txt").write_text("k7\nk13\n")
+    args = ["erase", str(logs), "--topic", "t", "--keys", str(tmp_path / "keys.txt"),
+            "--table", str(tmp_path / "lake")]
+    dry = CliRunner().invoke(cli, [*args, "--dry-run", "--json"])
+    assert dry.exit_code == 0, dry.output
+    matching = json.loads(dry.output)["tables"][0]["rows_matching"]
+    assert matching == json.loads(dry.output)["records_removed"] > 0
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 0 and "vacuum" in done.output, done.output
+    from deltalake import DeltaTable
+
+    table = DeltaTable(str(tmp_path / "lake")).to_pyarrow_table()
+    keys = table.filter(pc.equal(table["topic"], "t"))["key"].to_pylist()
+    assert b"k7" not in keys and b"k13" not in keys
+    assert table.filter(pc.equal(table["topic"], "u")).num_rows == 100  # other topics stay
+    assert CliRunner().invoke(cli, [*args, "--check"]).exit_code == 0
