@@ -108,10 +108,10 @@ class KeySet:
         for i in np.flatnonzero(b > a).tolist():  # digest candidates: confirm exactly
             if lo[i] in self.lo[a[i]:b[i]]:
                 hit[i] = True
-        if hit.any():
-            values = keys.to_pylist() if hasattr(keys, "to_pylist") else list(keys)
-            for i in np.flatnonzero(hit).tolist():
-                hit[i] = values[i] is not None and values[i] in self.keys
+        idx = np.flatnonzero(hit)
+        if len(idx):
+            values = keys.take(pa.array(idx)).to_pylist()
+            hit[idx] = [v is not None and v in self.keys for v in values]
         return hit
 
 
