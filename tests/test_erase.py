@@ -14,7 +14,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from click.testing import CliRunner
-from kafka.record.memory_records import MemoryRecords
 
 import kafkalog_spark as kl
 from kafkalog_spark.cli import cli, main
@@ -23,9 +22,12 @@ from kafkalog_spark.compaction.erase import erase, read_keys
 
 from faults import run_forked
 from test_datasource_read import write_txn_partition
+from test_reconcile import kafka_python_offsets
 from test_restore import records
 from test_salvage import legacy_log
 
+# heavy for the plain-Python pass, which keeps the first test (nojit)
+pytestmark = pytest.mark.slow
 KEYS = [b"k7", b"k13", b"k0"]
 META = ["offset", "key", "value", "timestamp", "timestampType", "headers", "leaderEpoch",
         "producerId", "producerEpoch", "isTransactional", "isControl", "batchBaseOffset",
@@ -41,15 +43,7 @@ def without(table: pa.Table, keys, columns=META) -> list[dict]:
     return table.filter(keep).select(columns).to_pylist()
 
 
-def kafka_python_offsets(part: Path) -> list[int]:
-    out = []
-    for seg in sorted(part.glob("*.log")):
-        recs = MemoryRecords(seg.read_bytes())
-        while (batch := recs.next_batch()) is not None:
-            out.extend(r.offset for r in batch)
-    return out
-
-
+@pytest.mark.nojit
 @pytest.mark.parametrize("codec", ["none", "gzip", "lz4", "zstd"])
 def test_erase_removes_exactly_the_keys(tmp_path, codec):
     logs = tmp_path / "logs"

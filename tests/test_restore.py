@@ -26,6 +26,9 @@ from faults import run_script
 from test_datasource_read import read, write_txn_partition
 from test_verify import REAL_LOG_DIRS
 
+# Delta round trips: heavy for the plain-Python pass, which keeps one (nojit); the kernels they
+# use are covered there by the codec tests
+pytestmark = pytest.mark.slow
 T0 = 1_700_000_000_000
 EVERY = ["topic", "partition", "offset", "key", "value", "timestamp", "timestampType", "headers",
          "leaderEpoch", "producerId", "producerEpoch", "sequence", "isTransactional",
@@ -121,6 +124,7 @@ def test_round_trip_real_brokers_log_dirs(shared_fixtures, tmp_path, name):
     assert all(k[0].startswith("__consumer_offsets") for k in differ), differ[:5]
 
 
+@pytest.mark.nojit
 def test_incremental_restore_appends_only_what_is_new(tmp_path):
     src = tmp_path / "logs"
     kl.write_log(records(1000), src, topic="t", max_batch_records=40)

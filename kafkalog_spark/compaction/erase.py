@@ -50,7 +50,7 @@ from ..log.model import PartitionDir, Segment
 from ..log.selection import require_kafka_data
 from ..log.storage import mapped_file, storage_for
 from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
-from .rewrite import batch_spec, timestamps_ms
+from .rewrite import batch_spec, timestamps_ms, windows
 
 Step = Callable[[str], None]
 DEFAULT_MAX_KEYS = 1 << 20
@@ -219,44 +219,49 @@ def _rewritten(buf: np.ndarray, seg: Segment, part: PartitionDir, erased: np.nda
     does not move back."""
     t = scan_entries(buf)
     out = bytearray()
-    first = np.where(t.magic == 2, t.offset, 0)
     lasts = t.last_offset
-    gone = set(erased.tolist())
-    for i in range(len(t)):
-        pos, size = int(t.position[i]), int(t.entry_size[i])
-        lo = int(first[i]) if t.magic[i] == 2 else (int(lasts[i - 1]) + 1 if i else seg.base_offset)
-        if not len(_in_range(erased, lo, int(lasts[i]))):
-            out += buf[pos:pos + size].tobytes()
+    firsts = np.concatenate(([seg.base_offset], lasts[:-1] + 1))  # legacy: after the previous
+    firsts = np.where(t.magic == 2, t.offset, firsts)
+    hit = np.searchsorted(erased, firsts) < np.searchsorted(erased, lasts, side="right")
+    horizon_flag = t.has_delete_horizon()
+    for i0, i1, start, stop in windows(t):
+        if not hit[i0:i1].any():
+            out += buf[start:stop].tobytes()
             continue
+        # one decode per window holding matches (not one per batch)
         rows = decode_to_table(buf, topic=part.topic or "", partition=part.partition or 0,
-                               options=_ROWS, start=pos, end=pos + size, file=str(seg.log))
+                               options=_ROWS, start=start, end=stop, file=str(seg.log))
         offsets = rows.column("offset").to_numpy()
-        keep = np.array([o not in gone for o in offsets.tolist()], bool)
-        idx = np.flatnonzero(keep)
-        magic = int(t.magic[i])
-        horizon = int(t.base_timestamp[i]) if t.has_delete_horizon()[i] else None
-        if len(idx):
-            base = int(t.offset[i]) if magic == 2 else int(offsets[idx[0]])
-            # the batch keeps its last offset (a legacy wrapper's is its own offset)
-            spec = batch_spec(t, i, base=base, horizon=horizon,
-                              last_delta=int(lasts[i]) - base, empty=False)
-            headers = rows.column("headers").combine_chunks().take(pa.array(idx))
-            if magic < 2:
-                headers = pa.array([[] for _ in idx], headers.type)
-            out += encode_batch(rows.column("key").combine_chunks().take(pa.array(idx)),
-                                rows.column("value").combine_chunks().take(pa.array(idx)),
-                                timestamps_ms(rows.column("timestamp"))[idx], spec=spec,
-                                offset_deltas=offsets[idx] - base, headers=headers)
-        elif (magic == 2 and int(t.producer_id[i]) >= 0) or (last_segment and i == len(t) - 1):
-            out += encode_batch([], [], [], spec=batch_spec(
-                t, i, base=int(t.offset[i]), horizon=None,
-                last_delta=int(t.last_offset_delta[i]), empty=True))
+        entry = np.searchsorted(lasts, rows.column("batchLastOffset").to_numpy())
+        row_start = np.searchsorted(entry, np.arange(i0, i1 + 1))
+        pos_e = np.searchsorted(erased, offsets)
+        keep = ~((pos_e < len(erased)) & (erased[np.minimum(pos_e, len(erased) - 1)] == offsets))
+        cols = {c: rows.column(c).combine_chunks() for c in ("key", "value", "headers")}
+        ts_ms = timestamps_ms(rows.column("timestamp"))
+        for i in range(i0, i1):
+            pos, size = int(t.position[i]), int(t.entry_size[i])
+            if not hit[i]:
+                out += buf[pos:pos + size].tobytes()
+                continue
+            lo, hi = int(row_start[i - i0]), int(row_start[i - i0 + 1])
+            idx = lo + np.flatnonzero(keep[lo:hi])
+            magic = int(t.magic[i])
+            if len(idx):
+                base = int(t.offset[i]) if magic == 2 else int(offsets[idx[0]])
+                # the batch keeps its last offset (a legacy wrapper's is its own offset)
+                spec = batch_spec(t, i, base=base, empty=False, last_delta=int(lasts[i]) - base,
+                                  horizon=int(t.base_timestamp[i]) if horizon_flag[i] else None)
+                take = pa.array(idx)
+                headers = cols["headers"].take(take)
+                if magic < 2:
+                    headers = pa.array([[] for _ in idx], headers.type)
+                out += encode_batch(cols["key"].take(take), cols["value"].take(take), ts_ms[idx],
+                                    spec=spec, offset_deltas=offsets[idx] - base, headers=headers)
+            elif (magic == 2 and int(t.producer_id[i]) >= 0) or (last_segment and i == len(t) - 1):
+                out += encode_batch([], [], [], spec=batch_spec(
+                    t, i, base=int(t.offset[i]), horizon=None,
+                    last_delta=int(t.last_offset_delta[i]), empty=True))
     return bytes(out)
-
-
-def _in_range(sorted_offsets: np.ndarray, lo: int, hi: int) -> np.ndarray:
-    a, b = np.searchsorted(sorted_offsets, [lo, hi + 1])
-    return sorted_offsets[a:b]
 
 
 def _swap(part: PartitionDir, seg: Segment, data: bytes, step: Step | None) -> None:

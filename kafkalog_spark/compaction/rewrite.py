@@ -77,7 +77,7 @@ def timestamps_ms(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
 WINDOW_BYTES = 16 << 20  # batch bytes decoded at once: memory does not grow with segment size
 
 
-def _windows(t) -> Iterator[tuple[int, int, int, int]]:
+def windows(t) -> Iterator[tuple[int, int, int, int]]:
     """Consecutive entry ranges ``[i0, i1)`` of a segment's scan ``t`` holding at most
     :data:`WINDOW_BYTES` (at least one entry each), with their byte range ``[start, end)``."""
     limit = WINDOW_BYTES
@@ -95,7 +95,7 @@ def _segment_key_rows(task: GroupTask, src: SourceSegment, buf, lowest: int = -1
     batches not discarded (aborted), offsets in ``[lowest, task.upper_bound)`` — window by
     window (:func:`_windows`)."""
     discard = np.fromiter(src.can_discard, np.int64) if src.can_discard else None
-    for _, _, start, end in _windows(scan_entries(buf)):
+    for _, _, start, end in windows(scan_entries(buf)):
         t = decode_to_table(buf, topic=task.topic, partition=task.partition, options=_KEYS,
                             start=start, end=end, file=src.log)
         offsets = t.column("offset").to_numpy()
@@ -248,7 +248,7 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray |
             else np.zeros(n_entries, bool)
         control_entry = t.is_control()
         drop_batch = discard & (~control_entry | (horizon_flag & (horizon <= now)))
-        for i0, i1, start, stop in _windows(t):
+        for i0, i1, start, stop in windows(t):
             rows = decode_to_table(buf, topic=task.topic, partition=task.partition,
                                    options=_DECODE, start=start, end=stop, file=src.log)
             stats["records_read"] += rows.num_rows
