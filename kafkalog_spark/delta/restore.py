@@ -41,15 +41,15 @@ import pyarrow.compute as pc
 from ..codec import checkpoints as C
 from ..codec import layout as L
 from ..codec.encode import BatchSpec, encode_batch
-from ..codec.scan import scan_entries
 from ..errors import InvalidOptionError, Location, LogDirError
 from ..log import naming as N
 from ..log.atomic import read_checkpoint_file, write_checkpoint_file
 from ..log.discovery import discover
 from ..log.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.partition_files import topic_id_for
+from ..log.partition_state import segment_next_offset
 from ..log.staging import DEFAULT_SEGMENT_BYTES
-from ..log.storage import mapped_file, storage_for
+from ..log.storage import storage_for
 from .commit import RUN_ID_KEY, delta_table, table_exists
 
 Step = Callable[[str], None]
@@ -186,18 +186,12 @@ def _partitions(table: Path, topics: Sequence[str] | None) -> list[tuple[str, in
                   if topics is None or r["topic"] in topics)
 
 
-def _log_end(pdir: Path) -> tuple[int, list[int]]:
-    """The log end offset of an existing partition dir (0 when new) and its segment bases."""
+def _log_end(pdir: Path) -> int:
+    """The log end offset of an existing partition dir (0 when new)."""
     if not storage_for(pdir).is_dir(pdir):
-        return 0, []
-    part = discover([pdir]).partitions[0]
-    bases = [s.base_offset for s in part.segments]
-    for seg in reversed(part.segments):
-        with mapped_file(seg.log) as buf:
-            t = scan_entries(buf)
-        if len(t):
-            return int(t.last_offset[-1]) + 1, bases
-    return (bases[-1] if bases else 0), bases
+        return 0
+    segs = discover([pdir]).partitions[0].segments
+    return segment_next_offset(segs[-1]) if segs else 0
 
 
 def _rows(table: Path, topic: str, partition: int, start: int) -> Iterator[pa.Table]:
@@ -295,7 +289,7 @@ def _batches(rows: pa.Table, where: str) -> Iterator[tuple[int, int, bytes]]:
 
 def _plan(table: Path, dest: Path, topic: str, partition: int,
           allow_open: bool) -> PartitionRestore:
-    start, _ = _log_end(dest / f"{topic}-{partition}")
+    start = _log_end(dest / f"{topic}-{partition}")
     out = PartitionRestore(topic, partition, start, start)
     _check_transactions(table, topic, partition, allow_open)
     for rows in _rows(table, topic, partition, start):
@@ -334,7 +328,7 @@ def _restore_partition(table: Path, dest: Path, topic: str, partition: int, segm
     for name in fs.listdir(pdir):  # a killed run's unfinished segment
         if name.endswith(f".{N.LOG}.tmp"):
             fs.remove(pdir / name)
-    start, bases = _log_end(pdir)
+    start = _log_end(pdir)
     out = PartitionRestore(topic, partition, start, start)
     writer = _SegmentWriter(pdir, segment_bytes, step)
     _check_transactions(table, topic, partition, allow_open)
