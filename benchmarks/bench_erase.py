@@ -22,13 +22,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,6 +39,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 def child(mode: str, log_dir: str, fraction: float) -> None:
     """One contender in this (fresh) process; its figures as JSON."""
     import numpy as np
+    from bench_compaction import PeakAnon
 
     from kafkalog_spark.compaction.compact import compact
     from kafkalog_spark.compaction.erase import erase
@@ -49,35 +48,19 @@ def child(mode: str, log_dir: str, fraction: float) -> None:
     picked = np.random.default_rng(3).choice(distinct, max(1, int(distinct * fraction)),
                                              replace=False)
     keys = [b"key-%08d" % k for k in picked.tolist()]
-    peak, done = [0], threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.02):
-            peak[0] = max(peak[0], _rss())
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    t0 = time.perf_counter()
-    if mode == "erase":
-        r = erase(log_dir, "bench", keys)
-        removed = r["records_removed"]
-        rewritten = sum(len(p["segments_rewritten"]) for p in r["partitions"])
-    else:
-        r = compact(log_dir, execute=True, force=True, options={"cleanup.policy": "compact"})
-        removed = r.metrics["records_read"] - r.metrics["records_kept"]
-        rewritten = None
-    secs = time.perf_counter() - t0
-    done.set()
-    sampler.join()
-    print(json.dumps({"secs": secs, "peak": max(peak[0], _rss()), "removed": removed,
+    with PeakAnon() as mem:
+        t0 = time.perf_counter()
+        if mode == "erase":
+            r = erase(log_dir, "bench", keys)
+            removed = r["records_removed"]
+            rewritten = sum(len(p["segments_rewritten"]) for p in r["partitions"])
+        else:
+            r = compact(log_dir, execute=True, force=True, options={"cleanup.policy": "compact"})
+            removed = r.metrics["records_read"] - r.metrics["records_kept"]
+            rewritten = None
+        secs = time.perf_counter() - t0
+    print(json.dumps({"secs": secs, "peak": mem.peak << 10, "removed": removed,
                       "rewritten": rewritten, "keys": len(keys)}))
-
-
-def _rss() -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,6 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         child(a.child[0], a.child[1], float(a.child[2]))
         return 0
     from bench_compaction import log_bytes, make_log
+    from bench_scale import machine
 
     work = Path(tempfile.mkdtemp(prefix="bench-erase-"))
     src = make_log(work / "src", a.records)
@@ -108,9 +92,8 @@ def main(argv: list[str] | None = None) -> int:
                                   str(a.fraction)], capture_output=True, text=True, check=True)
             results[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
     shutil.rmtree(work, ignore_errors=True)
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
-    print(f"Machine: {platform.machine()} {cpu}, nproc {len(os.sched_getaffinity(0))}  \n"
+    print(f"Machine: {machine()}  
+"
           f"Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}  \n"
           f"Command: `{' '.join([os.path.relpath(sys.executable), *sys.argv])}`  \n"
           f"Data: {a.records:,} records, {size / 2**20:,.0f} MiB of segments; erase "

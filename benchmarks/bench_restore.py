@@ -23,13 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,35 +39,20 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 def child(mode: str, src: str, dest: str) -> None:
     """Run one contender in this (fresh) process; print its figures as JSON."""
+    from bench_compaction import PeakAnon
+
     from kafkalog_spark.delta import migrate
     from kafkalog_spark.delta.restore import restore
 
-    peak, done = [0], threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.02):
-            peak[0] = max(peak[0], _rss())
-
-    before = _rss()
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    t0 = time.perf_counter()
-    if mode == "migrate":
-        records = migrate(src, dest)["records"]
-    else:
-        records = sum(p["records"] for p in restore(src, dest)["partitions"])
-    secs = time.perf_counter() - t0
-    done.set()
-    sampler.join()
-    print(json.dumps({"secs": secs, "records": records, "peak": max(peak[0], _rss()),
-                      "before": before}))
-
-
-def _rss() -> int:
-    for line in open("/proc/self/status"):
-        if line.startswith("RssAnon:"):
-            return int(line.split()[1]) * 1024
-    return 0
+    with PeakAnon() as mem:
+        t0 = time.perf_counter()
+        if mode == "migrate":
+            records = migrate(src, dest)["records"]
+        else:
+            records = sum(p["records"] for p in restore(src, dest)["partitions"])
+        secs = time.perf_counter() - t0
+    print(json.dumps({"secs": secs, "records": records, "peak": mem.peak << 10,
+                      "before": mem.before << 10}))
 
 
 def run(mode: str, src: Path, dest: Path) -> dict:
@@ -95,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     import kafkalog_spark as kl
     from bench_migrate import make_records
+    from bench_scale import machine
 
     work = Path(tempfile.mkdtemp(prefix="bench-restore-"))
     logs = work / "logs"
@@ -108,9 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             src, dest = (logs, work / "t2") if mode == "migrate" else (work / "table", work / "back")
             results[mode].append(run(mode, src, dest))
     same = kl.read_log(work / "back").num_rows == kl.read_log(logs).num_rows
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
-    print(f"Machine: {platform.machine()} {cpu}, nproc {len(os.sched_getaffinity(0))}  \n"
+    print(f"Machine: {machine()}  
+"
           f"Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}  \n"
           f"Command: `{' '.join([os.path.relpath(sys.executable), *sys.argv])}`  \n"
           f"Data: {a.records:,} records, {a.partitions} partitions, {a.batch} per batch, codec "
