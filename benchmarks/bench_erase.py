@@ -92,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                                   str(a.fraction)], capture_output=True, text=True, check=True)
             results[mode].append(json.loads(out.stdout.strip().splitlines()[-1]))
     shutil.rmtree(work, ignore_errors=True)
-    print(f"Machine: {machine()}  
-"
+    print(f"Machine: {machine()}  \n"
           f"Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}  \n"
           f"Command: `{' '.join([os.path.relpath(sys.executable), *sys.argv])}`  \n"
           f"Data: {a.records:,} records, {size / 2**20:,.0f} MiB of segments; erase "

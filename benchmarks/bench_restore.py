@@ -92,8 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             src, dest = (logs, work / "t2") if mode == "migrate" else (work / "table", work / "back")
             results[mode].append(run(mode, src, dest))
     same = kl.read_log(work / "back").num_rows == kl.read_log(logs).num_rows
-    print(f"Machine: {machine()}  
-"
+    print(f"Machine: {machine()}  \n"
           f"Date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}  \n"
           f"Command: `{' '.join([os.path.relpath(sys.executable), *sys.argv])}`  \n"
           f"Data: {a.records:,} records, {a.partitions} partitions, {a.batch} per batch, codec "
