@@ -28,7 +28,7 @@ import numpy as np
 
 from ..codec import layout as L
 from ..codec.decode import DecodeOptions, decode_to_table
-from ..codec.scan import STOP_END
+from ..codec.scan import STOP_END, scan_entries
 from ..errors import Location, LogDirError
 from ..log import naming as N
 from ..log.model import PartitionDir, Segment
@@ -108,6 +108,8 @@ def plan_partition_splits(part: PartitionDir) -> tuple[list[SegmentSplit], int]:
     from .recover import first_invalid_entry
 
     out: list[SegmentSplit] = []
+    if not any(_overflows(seg) for seg in part.segments):
+        return out, 0  # every recover asks: a header scan, no checksums, in the common case
     prev_last: int | None = None
     end = 0
     for seg in part.segments:
@@ -122,6 +124,13 @@ def plan_partition_splits(part: PartitionDir) -> tuple[list[SegmentSplit], int]:
         if k < len(table) or table.stop_code != STOP_END:
             break
     return out, max(end, prev_last + 1) if prev_last is not None else end
+
+
+def _overflows(seg: Segment) -> bool:
+    """Whether an entry header of the segment has offsets beyond its int32 range."""
+    with mapped_file(seg.log) as buf:
+        t = scan_entries(buf)
+    return bool(len(t)) and bool((t.last_offset - seg.base_offset > L.INT32_MAX).any())
 
 
 def execute_split(part: PartitionDir, plan: SegmentSplit, quarantine: Quarantine,
