@@ -173,3 +173,22 @@ def render_retention(result: RetentionResult) -> str:
                  + ("" if result.executed or not m["segments_deleted"]
                     else "; run again with --execute"))
     return "\n".join(lines)
+
+
+def render_erase(report: dict, check: bool = False) -> str:
+    """The audit report as text: per partition, per table, then the key set's totals."""
+    state = "left" if check else "erased" if report["executed"] else "to erase"
+    rows = "left" if check else "deleted" if report["executed"] else "to delete"
+    lines = [f"{p['partition']}: {p['records_removed']:,} records {state} in "
+             f"{len(p['segments_rewritten'])} of {p['segments_scanned']} segments"
+             + (f", offsets {p['offset_ranges']}" if p["offset_ranges"] else "")
+             for p in report["partitions"]]
+    for t in report.get("tables", []):
+        lines.append(f"{t['table']}: {t['rows_matching']:,} rows {rows}"
+                     + (f" (version {t['version']})" if "version" in t else ""))
+        if "vacuum" in t:
+            lines.append(f"  note: {t['vacuum']}")
+    named = (f"key set {report['keys']:,} keys, sha256 {report['key_set_sha256']}"
+             if "keys" in report else f"predicate sha256 {report['predicate_sha256']}")
+    lines.append(f"{report['topic']}: {report['records_removed']:,} records {state}; {named}")
+    return "\n".join(lines)

@@ -381,3 +381,29 @@ def test_reconcile_job_on_the_cluster_equals_the_library(spark_cluster, tmp_path
     report = job_json(done)
     assert report["verified"] and report["reconcile"]["executed"]
     assert_same_tree(tmp_path / "cluster", tmp_path / "engine", "reconcile (cluster vs engine)")
+
+
+# --- erase -------------------------------------------------------------------------------------
+
+
+def test_erase_job_on_the_cluster_equals_the_library(spark_cluster, tmp_path):
+    """One Spark task per segment on the cluster's executors (issue 20): the log dir after
+    ``jobs/erase.py --where`` is the local engine's, byte for byte, and the audit is the same."""
+    from test_erase import WHERE
+    from test_restore import records as restore_records
+
+    from kafkalog_spark.compaction.erase import erase
+
+    for partition in (0, 1):
+        kl.write_log(restore_records(1500, 1500 * partition), tmp_path / "engine", topic="t",
+                     partition=partition, codec="lz4", max_batch_records=40,
+                     segment_bytes=20_000)
+    shutil.copytree(tmp_path / "engine", tmp_path / "cluster")
+    want = erase(tmp_path / "engine", "t", where=WHERE)
+    done = spark_submit(JOBS / "erase.py", str(tmp_path / "cluster"), "--topic", "t",
+                        "--where", WHERE, "--json", master=spark_cluster.url)
+    report = job_json(done)
+    assert {k: v for k, v in report.items() if k != "tables"} == want
+    assert want["records_removed"] > 0
+    assert_same_tree(tmp_path / "cluster", tmp_path / "engine", "erase (cluster vs engine)")
+    assert_no_leftovers(tmp_path / "cluster")

@@ -18,7 +18,8 @@ from click.testing import CliRunner
 import kafkalog_spark as kl
 from kafkalog_spark.cli import cli, main
 from kafkalog_spark.codec.scan import scan_entries
-from kafkalog_spark.compaction.erase import erase, read_keys
+from kafkalog_spark.compaction.erase import erase
+from kafkalog_spark.compaction.erase_select import read_keys
 
 from faults import run_forked
 from test_datasource_read import write_txn_partition
@@ -176,3 +177,111 @@ def test_one_run_covers_the_log_dir_and_the_migrate_table(tmp_path):
     assert b"k7" not in keys and b"k13" not in keys
     assert table.filter(pc.equal(table["topic"], "u")).num_rows == 100  # other topics stay
     assert CliRunner().invoke(cli, [*args, "--check"]).exit_code == 0
+
+
+# --- --where: a SQL predicate, and the Spark engine -------------------------------------------
+
+WHERE = ("key = X'6b37' OR array_has(headers, named_struct('key', 'h', 'value', X'3433')) "
+         "OR (timestamp >= '2023-11-14T22:13:25Z' AND timestamp < '2023-11-14T22:13:26Z')")
+
+
+def where_hits(table: pa.Table) -> pa.Array:
+    """WHERE computed independently (pyarrow) on read_log's rows: key k7, a header h=43, or a
+    timestamp in [22:13:25, 22:13:26) UTC."""
+    import datetime as dt
+
+    def ts(s: int) -> pa.Scalar:
+        return pa.scalar(dt.datetime(2023, 11, 14, 22, 13, s, tzinfo=dt.timezone.utc),
+                         table["timestamp"].type)
+
+    h43 = pa.array([{"key": "h", "value": b"43"} in (hs or []) for hs in
+                    table["headers"].to_pylist()])
+    in_window = pc.and_(pc.greater_equal(table["timestamp"], ts(25)),
+                        pc.less(table["timestamp"], ts(26)))
+    # SQL's OR: true when either side is, even if the other is null (a null key)
+    return pc.fill_null(pc.or_kleene(pc.or_kleene(pc.equal(table["key"], b"k7"), h43),
+                                     in_window), False)
+
+
+@pytest.mark.nojit
+def test_where_removes_what_the_predicate_selects(tmp_path):
+    logs = tmp_path / "logs"
+    kl.write_log(records(3000), logs, topic="t", codec="lz4", max_batch_records=40,
+                 segment_bytes=20_000)
+    before = rows(logs)
+    report = erase(logs, "t", where=WHERE)
+    hits = where_hits(before)
+    assert report["records_removed"] == pc.sum(hits).as_py() > 150
+    assert rows(logs).select(META).to_pylist() == before.filter(pc.invert(hits)).select(
+        META).to_pylist()
+    assert kl.verify(logs).ok
+    assert kafka_python_offsets(logs / "t-0") == before.filter(pc.invert(hits))[
+        "offset"].to_pylist()
+    assert "k7" not in json.dumps(report) and len(report["predicate_sha256"]) == 64
+    assert erase(logs, "t", where=WHERE, execute_plan=False)["records_removed"] == 0
+
+
+def test_where_and_option_errors_are_one_line(tmp_path, capsys):
+    logs = tmp_path / "logs"
+    kl.write_log(records(100), logs, topic="t")
+    base = ["erase", str(logs), "--topic", "t"]
+    (tmp_path / "keys.txt").write_text("k7\n")
+    for args, message in [
+            (["--where", "key = X'6b37' OR ("], "does not parse"),
+            (["--where", "customer = 'x'"], "No field named customer"),
+            (["--where", "key = X'6b37'", "--keys", str(tmp_path / "keys.txt")], "exactly one"),
+            ([], "exactly one")]:
+        assert main([*base, *args]) == 2
+        err = capsys.readouterr().err.strip()
+        assert message in err and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert rows(logs).num_rows == 100  # nothing changed
+
+
+def test_where_on_the_migrate_table_deletes_the_same_rows(tmp_path):
+    from deltalake import DeltaTable
+
+    from kafkalog_spark.delta import migrate
+
+    logs = tmp_path / "logs"
+    for partition in (0, 1):
+        kl.write_log(records(1500), logs, topic="t", partition=partition, max_batch_records=30)
+    kl.write_log(records(100), logs, topic="u", max_batch_records=30)
+    migrate(logs, tmp_path / "lake", layout="single", include_headers=True)
+    args = ["erase", str(logs), "--topic", "t", "--where", WHERE, "--table",
+            str(tmp_path / "lake"), "--json"]
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 0, done.output
+    report = json.loads(done.output)
+    assert report["tables"][0]["rows_matching"] == report["records_removed"] > 0
+    lake = DeltaTable(str(tmp_path / "lake")).to_pyarrow_table()
+    left = sorted((r["topic"], r["partition"], r["offset"]) for r in
+                  lake.select(["topic", "partition", "offset"]).to_pylist())
+    assert left == sorted((r["topic"], r["partition"], r["offset"]) for r in
+                          rows(logs).select(["topic", "partition", "offset"]).to_pylist())
+    assert CliRunner().invoke(cli, [*args, "--check"]).exit_code == 0
+    # a predicate on a column the table lacks names the table
+    migrate(logs, tmp_path / "bare", layout="single", include_headers=False)
+    out = CliRunner().invoke(cli, ["erase", str(logs), "--topic", "t", "--where", WHERE,
+                                   "--table", str(tmp_path / "bare"), "--dry-run"])
+    assert out.exit_code != 0 and "headers" in str(out.exception), out.output
+
+
+@pytest.mark.spark
+def test_the_spark_engine_writes_the_local_engines_bytes(tmp_path, spark):
+    for partition in (0, 1):
+        kl.write_log(records(1500, 1500 * partition), tmp_path / "local", topic="t",
+                     partition=partition, codec="gzip", max_batch_records=40,
+                     segment_bytes=20_000)
+    shutil.copytree(tmp_path / "local", tmp_path / "spark")
+    engine = {}
+    for name, sess in (("local", None), ("spark", spark)):
+        engine[name] = [erase(tmp_path / name, "t", KEYS, max_keys=2, spark=sess),  # 2 passes
+                        erase(tmp_path / name, "t", where=WHERE, spark=sess)]
+    assert engine["spark"] == engine["local"] and engine["local"][1]["records_removed"] > 0
+    files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*"))
+    assert files == sorted(p.relative_to(tmp_path / "spark") for p in
+                           (tmp_path / "spark").rglob("*"))
+    for f in files:
+        if (tmp_path / "local" / f).is_file():
+            assert (tmp_path / "local" / f).read_bytes() == (tmp_path / "spark" / f).read_bytes(), f
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # staging removed

@@ -165,6 +165,9 @@ BUILDS_ON = {
     # a restore writes segments and then lets recovery rebuild every derived file (indexes,
     # transaction indexes, producer snapshots, leader epochs), as a broker's load would
     ("delta", "recovery"),
+    # erasing from the lake selects rows with the log dirs' erase matchers (one SQL engine and
+    # one key test for both copies) and one run covers both
+    ("delta", "compaction"),
 }
 
 

@@ -232,7 +232,7 @@ def rewrite_task(retained_dir: str, out_dir: str, item: tuple[GroupTask, int, in
     task, gid, piece, pdir = item
     require_visible(pdir, "partition dir")
     require_visible(out_dir, "staging folder next to the log dir")
-    path = Path(out_dir) / f"{gid}-{piece}-{_attempt()}.log"
+    path = Path(out_dir) / f"{gid}-{piece}-{task_attempt()}.log"
     out = write_cleaned(task, read_retained(retained_dir, piece), pdir, path=path)
     return gid, piece, str(out.path), json.dumps(out.stats)
 
@@ -242,13 +242,13 @@ def concat_task(out_dir: str, item: tuple[int, list[str]]) -> tuple[int, str]:
     ``out_dir``; returns ``(gid, path)``."""
     gid, pieces = item
     require_visible(out_dir, "staging folder next to the log dir")
-    path = Path(out_dir) / f"{gid}-{_attempt()}.log"
+    path = Path(out_dir) / f"{gid}-{task_attempt()}.log"
     with disk_errors("joining the pieces of a cleaned segment", path):
         storage_for(path).concat(pieces, path)
     return gid, str(path)
 
 
-def _attempt() -> int:
+def task_attempt() -> int:
     from pyspark import TaskContext
 
     ctx = TaskContext.get()

@@ -1,0 +1,114 @@
+"""Erase as a Spark job (log-management layer): every segment of the topic scanned — and, when it
+holds matches, rewritten — by its own Spark task; the driver swaps the results in.
+
+Each pass of the selection (one per key chunk, one for a predicate) is one Spark job over the
+topic's segments, largest first. A task maps its segment, finds the matching records
+(:func:`.erase.erase_segment`, the same code as the local engine) and, when executing, writes
+the rewritten segment to a file of its own attempt in a staging folder next to the log dir.
+The driver — which holds every log dir's ``.lock`` for the run — renames each file to
+``<base>.log.cleaned`` and swaps it in with the crash-safe protocol, then removes the staging
+folder. A failed job leaves the live segments untouched (nothing was swapped); the next run
+redoes it. Executors must see the log dirs at the same paths (shared storage).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..datasource.executors import planned_files, require_visible, task_errors
+from ..log.atomic import disk_errors
+from ..log.model import PartitionDir, Segment
+from ..log.staging import create_staging_dir, remove_staging_dir
+from ..log.storage import storage_for
+from ..log.swap import NewSegment
+from .erase import PartitionErase, Step, erase_segment, rescan, swap_in
+from .erase_select import Matcher, Selection
+from .rewrite import cleaned_path, cleaned_segments
+from .spark_job import task_attempt
+
+# (partition index, topic, partition, partition dir, segment, is the log's last segment)
+Item = tuple[int, str, int, str, Segment, bool]
+
+
+def erase_spark(spark: Any, parts: Sequence[PartitionDir], selection: Selection, execute: bool,
+                step: Step | None = None) -> list[PartitionErase]:
+    """:func:`.erase.erase`'s per-partition work for ``parts`` (locks held, interrupted swaps
+    finished by the caller) as Spark tasks; returns the audits in ``parts`` order."""
+    audits = [PartitionErase(p.name) for p in parts]
+    parts = list(parts)
+    if not parts:
+        return audits
+    sc = spark.sparkContext
+    staging = create_staging_dir(parts[0].path.parent)
+    attempts = staging / "erased"
+    storage_for(attempts).make_dirs(attempts)
+    try:
+        for matcher in selection.matchers():
+            items = [(i, p.topic or "", p.partition or 0, str(p.path), seg,
+                      seg is p.segments[-1]) for i, p in enumerate(parts) for seg in p.segments]
+            items.sort(key=lambda it: -storage_for(it[4].log).size(it[4].log))
+            slices = max(1, min(len(items), sc.defaultParallelism * 4))
+            shared = sc.broadcast(matcher)  # a key chunk goes to each executor once
+            try:
+                with task_errors():  # a task's typed error (bad data, unreachable dir) as is
+                    done = (sc.parallelize(items, slices)
+                            .map(lambda it: _task(it, shared.value, execute, str(attempts)))
+                            .collect())
+            finally:
+                shared.unpersist()
+            _swap_all(parts, audits, done, step)
+            if execute:
+                parts = [rescan(p) for p in parts]
+    finally:
+        remove_staging_dir(staging)
+    return audits
+
+
+def _task(item: Item, matcher: Matcher, execute: bool, out_dir: str
+          ) -> tuple[int, Segment, np.ndarray, str | None]:
+    """One segment, as a Spark task runs it: ``(partition index, segment, matching offsets,
+    the rewritten segment's file or None)``."""
+    index, topic, partition, pdir, seg, last = item
+    require_visible(pdir, "partition dir")
+    with planned_files(pdir):
+        hits, data = erase_segment(topic, partition, seg, matcher, execute=execute,
+                                   last_segment=last)
+    path = None
+    if data is not None:
+        require_visible(out_dir, "staging folder next to the log dir")
+        path = str(Path(out_dir) / f"{index}-{seg.base_offset}-{task_attempt()}.log")
+        fs = storage_for(path)
+        with disk_errors("writing an erased segment", path):
+            f = fs.open_write(path)
+            try:
+                f.write(data)
+            finally:
+                fs.close_durably(f)
+    return index, seg, hits, path
+
+
+def _swap_all(parts: list[PartitionDir], audits: list[PartitionErase],
+              done: list[tuple[int, Segment, np.ndarray, str | None]], step: Step | None) -> None:
+    """Count every task's matches; swap each rewritten segment in (in offset order), mapped
+    from its file rather than read into memory."""
+    with cleaned_segments() as files:
+        for index, seg, hits, path in sorted(done, key=lambda d: (d[0], d[1].base_offset)):
+            audits[index].add(seg, hits)
+            if path is None:
+                continue
+            pdir = parts[index].path
+            cleaned = cleaned_path(pdir, seg.base_offset)
+            files.track(cleaned)
+            with disk_errors("moving an erased segment into its partition dir", cleaned):
+                storage_for(cleaned).rename(path, cleaned)
+            files.swapping = True
+            mapped = storage_for(cleaned).map_readonly(cleaned)  # None: an empty file
+            if mapped is not None:
+                files.maps.append(mapped)
+            log = memoryview(mapped) if mapped is not None else b""
+            swap_in(pdir, seg, NewSegment(seg.base_offset, log, mtime=seg.mtime,
+                                          log_written=True), step)
