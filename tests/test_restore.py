@@ -214,11 +214,16 @@ def test_the_spark_job_writes_what_the_library_writes(spark, tmp_path, capsys):
     assert entries(tmp_path / "job") == entries(tmp_path / "lib")
 
 
-def test_small_windows_carry_batches_across_window_ends(tmp_path, monkeypatch):
-    """Windows of ~50 rows over batches of 37 records and a compacted-like offset gap: every
-    batch straddling a window end is carried whole into the next window."""
-    import kafkalog_spark.delta.restore as R
+def test_carried_batches_and_tables_in_any_row_order(tmp_path, monkeypatch):
+    """Scan batches and windows of ~50 rows over batches of 37 records and a compacted-like
+    offset gap: every batch straddling a scan batch or window end is carried whole. A table
+    whose files give a partition's rows out of offset order (rewritten reversed) is read by
+    offset windows instead, with the same result."""
+    from deltalake import DeltaTable, write_deltalake
 
+    import kafkalog_spark.delta.restore_read as R
+
+    monkeypatch.setattr(R, "SCAN_ROWS", 50)
     monkeypatch.setattr(R, "WINDOW_ROWS", 50)
     src = tmp_path / "logs"
     kl.write_log(records(1000), src, topic="t", max_batch_records=37)
@@ -228,3 +233,10 @@ def test_small_windows_carry_batches_across_window_ends(tmp_path, monkeypatch):
     restore(tmp_path / "lake", tmp_path / "back")
     assert rows(tmp_path / "back") == rows(src)
     assert entries(tmp_path / "back") == entries(src)
+    table = DeltaTable(str(tmp_path / "lake" / "t")).to_pyarrow_table()
+    write_deltalake(str(tmp_path / "lake" / "t"), table.take(pa.array(range(table.num_rows))[::-1]),
+                    mode="overwrite")
+    found = R.survey(tmp_path / "lake" / "t", None, lambda tp: 0)
+    assert not found[("t", 0)].ordered and found[("t", 0)].rows == 1300
+    restore(tmp_path / "lake", tmp_path / "back2")
+    assert entries(tmp_path / "back2") == entries(src)

@@ -1,8 +1,9 @@
 """Restore (Delta layer): ``kafkalog restore TABLE DEST_LOG_DIR`` — the way back from a table
 written by ``migrate`` to partition dirs a broker loads, with the original offsets.
 
-A table (``layout="single"``) or a folder of per-topic tables is read per topic-partition in
-offset order, window by window (memory bounded by the window, not the partition). Rows are
+A table (``layout="single"``) or a folder of per-topic tables is read back file after file, each
+file once (:mod:`.restore_read`: memory bounded by a scan batch and one carried batch per
+partition, not by the table), every row routed to its topic-partition's writer. Rows are
 grouped back into their batches by ``batchBaseOffset`` and each batch is encoded as a v2 batch
 with the header the columns recorded: base offset, ``batchLastOffset`` (a compacted batch keeps
 its last offset), leader epoch, codec, timestamp type (LogAppendTime: the recorded batch time),
@@ -51,13 +52,9 @@ from ..log.partition_state import segment_next_offset
 from ..log.staging import DEFAULT_SEGMENT_BYTES
 from ..log.storage import storage_for
 from .commit import RUN_ID_KEY, delta_table, table_exists
+from .restore_read import NEEDED, Survey, Tp, stream, survey, windows
 
 Step = Callable[[str], None]
-NEEDED = ("topic", "partition", "offset", "key", "value", "timestamp", "timestampType",
-          "headers", "leaderEpoch", "producerId", "producerEpoch", "sequence", "isTransactional",
-          "isControl", "batchBaseOffset", "batchLastOffset", "magic", "compression")
-WINDOW_ROWS = 1 << 18
-"""Rows read from the table at a time per partition (about: windows are offset ranges)."""
 
 
 @dataclass
@@ -128,29 +125,42 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     tables = migrate_tables(Path(table))
     if storage_for(dest).exists(dest):
         ensure_not_locked(dest)
-    parts = [(t, topic, partition) for t in tables for topic, partition in _partitions(t, topics)]
+    start_of = lambda tp: _log_end(dest / f"{tp[0]}-{tp[1]}")  # noqa: E731
+    found = {t: survey(t, topics, start_of) for t in tables}
+    for t, parts in found.items():
+        for tp, s in sorted(parts.items()):
+            _check_transactions(t, tp, s, allow_open_transactions)
     if not execute_plan:
-        out = [_plan(t, dest, topic, partition, allow_open_transactions)
-               for t, topic, partition in parts]
-        return {"executed": False, "partitions": [p.to_dict() for p in out]}
+        out = [sink.result for t, parts in found.items()
+               for sink in _read_table(t, {tp: _Plan(tp, s.start) for tp, s in parts.items()},
+                                       parts)]
+        return {"executed": False, "partitions": [p.to_dict() for p in _ordered(out)]}
     fs = storage_for(dest)
     fs.make_dirs(dest, exist_ok=True)
     # the topic ids are settled on the driver: tasks writing two partitions of a new topic
     # at once must not pick two random ids
-    ids = {topic: topic_id_for(dest, topic, (topic_ids or {}).get(topic))
-           for _, topic, _ in parts}
-    task = partial(_restore_task, dest=dest, segment_bytes=segment_bytes, topic_ids=ids,
-                   allow_open=allow_open_transactions)
+    ids = {tp[0]: topic_id_for(dest, tp[0], (topic_ids or {}).get(tp[0]))
+           for parts in found.values() for tp in parts}
     with hold_lock(dest):
-        if spark is not None and parts:
-            out = spark.sparkContext.parallelize(parts, len(parts)).map(task).collect()
+        if spark is not None:
+            work = [(t, tp, s) for t, parts in found.items() for tp, s in parts.items()]
+            task = partial(_restore_task, dest=dest, segment_bytes=segment_bytes, topic_ids=ids)
+            out = (spark.sparkContext.parallelize(work, len(work)).map(task).collect()
+                   if work else [])
         else:
-            out = [task(p, step=step) for p in parts]
+            out = [sink.close() for t, parts in found.items() for sink in _read_table(
+                t, {tp: _Writer(dest, tp, segment_bytes, ids[tp[0]], step)
+                    for tp in parts}, parts)]
+        out = _ordered(out)
         _checkpoints(dest, out, step)
     from ..recovery.recover import recover
 
     recover([dest], execute_plan=True, step=step)
     return {"executed": True, "partitions": [p.to_dict() for p in out]}
+
+
+def _ordered(done: list[PartitionRestore]) -> list[PartitionRestore]:
+    return sorted(done, key=lambda p: (p.topic, p.partition))
 
 
 def migrate_tables(path: Path, needed: Sequence[str] = NEEDED, what: str = "restore"
@@ -179,79 +189,12 @@ def migrate_tables(path: Path, needed: Sequence[str] = NEEDED, what: str = "rest
     return found
 
 
-def _partitions(table: Path, topics: Sequence[str] | None) -> list[tuple[str, int]]:
-    keys = delta_table(table).to_pyarrow_dataset().to_table(columns=["topic", "partition"])
-    pairs = keys.group_by(["topic", "partition"]).aggregate([]).to_pylist()
-    return sorted((r["topic"], r["partition"]) for r in pairs
-                  if topics is None or r["topic"] in topics)
-
-
 def _log_end(pdir: Path) -> int:
     """The log end offset of an existing partition dir (0 when new)."""
     if not storage_for(pdir).is_dir(pdir):
         return 0
     segs = discover([pdir]).partitions[0].segments
     return segment_next_offset(segs[-1]) if segs else 0
-
-
-def _rows(table: Path, topic: str, partition: int, start: int) -> Iterator[pa.Table]:
-    """The partition's rows from offset ``start`` on, in offset order, whole batches per yield
-    (a batch cut by the window end is carried into the next one). Windows span about
-    :data:`WINDOW_ROWS` rows (from the partition's offset density), so memory does not grow
-    with the partition."""
-    count, lo_seen, hi = _offset_range(table, topic, partition, start)
-    if not count:
-        return
-    span = max(1, int(WINDOW_ROWS * (hi - lo_seen + 1) / count))
-    carry = None
-    lo = lo_seen
-    while lo <= hi:
-        w = _scan(table, topic, partition, list(NEEDED), (pc.field("offset") >= lo)
-                  & (pc.field("offset") < lo + span)).sort_by("offset")
-        if carry is not None:
-            w = pa.concat_tables([carry, w.cast(carry.schema)])
-        lo += span
-        if w.num_rows and lo <= hi:  # the last batch may go on in the next window
-            bases = w["batchBaseOffset"].to_numpy()
-            open_base = bases[-1]
-            if w["batchLastOffset"][-1].as_py() >= lo:
-                cut = int(np.searchsorted(bases, open_base))
-                carry, w = w.slice(cut), w.slice(0, cut)
-            else:
-                carry = None
-        else:
-            carry = None
-        if w.num_rows:
-            yield w
-
-
-def _offset_range(table: Path, topic: str, partition: int, start: int) -> tuple[int, int, int]:
-    """``(rows, lowest offset, highest offset)`` of the partition from ``start`` on, streamed
-    batch by batch (nothing per row is kept)."""
-    count, lo, hi = 0, None, None
-    ds = delta_table(table).to_pyarrow_dataset()
-    for b in ds.to_batches(columns=["offset", "topic"], filter=(pc.field("partition") == partition)
-                           & (pc.field("offset") >= start)):
-        off = b.column(0).filter(pc.equal(b.column(1), topic))
-        if len(off):
-            count += len(off)
-            mn, mx = pc.min_max(off).values()
-            lo = mn.as_py() if lo is None else min(lo, mn.as_py())
-            hi = mx.as_py() if hi is None else max(hi, mx.as_py())
-    return count, (lo or 0), (hi or 0)
-
-
-def _scan(table: Path, topic: str, partition: int, columns: list[str],
-          where: pc.Expression | None = None) -> pa.Table:
-    """Rows of one topic-partition. Only integer columns are pushed down: delta-rs (1.x) prunes
-    every file for a string equality whose column has no min/max in the file statistics (the
-    tables migrate writes record none for strings), so the topic is filtered here."""
-    cond = pc.field("partition") == partition
-    if where is not None:
-        cond = cond & where
-    rows = delta_table(table).to_pyarrow_dataset().to_table(
-        columns=list(dict.fromkeys([*columns, "topic"])), filter=cond)
-    return rows.filter(pc.equal(rows["topic"], topic)).select(columns)
 
 
 def _batches(rows: pa.Table, where: str) -> Iterator[tuple[int, int, bytes]]:
@@ -287,69 +230,88 @@ def _batches(rows: pa.Table, where: str) -> Iterator[tuple[int, int, bytes]]:
                                      headers=headers.slice(a, b - a))
 
 
-def _plan(table: Path, dest: Path, topic: str, partition: int,
-          allow_open: bool) -> PartitionRestore:
-    start = _log_end(dest / f"{topic}-{partition}")
-    out = PartitionRestore(topic, partition, start, start)
-    _check_transactions(table, topic, partition, allow_open)
-    for rows in _rows(table, topic, partition, start):
-        out.records += rows.num_rows
-        out.batches += len(np.unique(rows["batchBaseOffset"].to_numpy()))
-        out.end = int(rows["batchLastOffset"][-1].as_py()) + 1
-    return out
-
-
-def _check_transactions(table: Path, topic: str, partition: int, allow_open: bool) -> None:
+def _check_transactions(table: Path, tp: Tp, found: Survey, allow_open: bool) -> None:
     """Refuse transactional batches without any transaction marker (module docstring)."""
-    if allow_open:
-        return
-    flags = _scan(table, topic, partition, ["isTransactional", "isControl"])
-    if pc.any(flags["isTransactional"]).as_py() and not pc.any(flags["isControl"]).as_py():
-        raise InvalidOptionError(f"{table}: transactional batches but no transaction markers "
-                                 "(migrated without include_control): restored, those "
-                                 "transactions would never end; migrate again with "
-                                 "--control, or pass allow_open_transactions")
+    if found.transactional and not found.control and not allow_open:
+        raise InvalidOptionError(f"{table}: {tp[0]}-{tp[1]} has transactional batches but no "
+                                 "transaction markers (migrated without include_control): "
+                                 "restored, those transactions would never end; migrate again "
+                                 "with --control, or pass allow_open_transactions")
 
 
-def _restore_task(part: tuple[Path, str, int], *, dest: Path, segment_bytes: int,
-                  topic_ids: Mapping[str, str], allow_open: bool,
-                  step: Step | None = None) -> PartitionRestore:
-    table, topic, partition = part
-    return _restore_partition(table, dest, topic, partition, segment_bytes, topic_ids[topic],
-                              allow_open, step)
+class _Plan:
+    """A dry run's sink: counts what would be written."""
+
+    def __init__(self, tp: Tp, start: int) -> None:
+        self.result = PartitionRestore(tp[0], tp[1], start, start)
+
+    def take(self, rows: pa.Table) -> None:
+        self.result.records += rows.num_rows
+        self.result.batches += len(np.unique(rows["batchBaseOffset"].to_numpy()))
+        self.result.end = int(rows["batchLastOffset"][-1].as_py()) + 1
 
 
-def _restore_partition(table: Path, dest: Path, topic: str, partition: int, segment_bytes: int,
-                       topic_id: str, allow_open: bool, step: Step | None
-                       ) -> PartitionRestore:
-    pdir = dest / f"{topic}-{partition}"
-    fs = storage_for(pdir)
-    fs.make_dirs(pdir, exist_ok=True)
-    for name in fs.listdir(pdir):  # a killed run's unfinished segment
-        if name.endswith(f".{N.LOG}.tmp"):
-            fs.remove(pdir / name)
-    start = _log_end(pdir)
-    out = PartitionRestore(topic, partition, start, start)
-    writer = _SegmentWriter(pdir, segment_bytes, step)
-    _check_transactions(table, topic, partition, allow_open)
-    for rows in _rows(table, topic, partition, start):
+class _Writer:
+    """A partition's sink: its batches encoded into segments (a killed run's unfinished
+    segment removed first), then ``partition.metadata``."""
+
+    def __init__(self, dest: Path, tp: Tp, segment_bytes: int, topic_id: str,
+                 step: Step | None) -> None:
+        self.pdir, self.topic_id, self.step = dest / f"{tp[0]}-{tp[1]}", topic_id, step
+        fs = storage_for(self.pdir)
+        fs.make_dirs(self.pdir, exist_ok=True)
+        for name in fs.listdir(self.pdir):
+            if name.endswith(f".{N.LOG}.tmp"):
+                fs.remove(self.pdir / name)
+        start = _log_end(self.pdir)
+        self.result = PartitionRestore(tp[0], tp[1], start, start)
+        self.segments = _SegmentWriter(self.pdir, segment_bytes, step)
+
+    def take(self, rows: pa.Table) -> None:
+        out, start = self.result, self.result.start
         if int(rows["batchBaseOffset"][0].as_py()) < start:
-            raise LogDirError(f"{pdir} ends at offset {start}, inside a batch of the table "
+            raise LogDirError(f"{self.pdir} ends at offset {start}, inside a batch of the table "
                               f"(base offset {rows['batchBaseOffset'][0].as_py()})",
-                              Location(str(pdir), None, start))
+                              Location(str(self.pdir), None, start))
         out.records += rows.num_rows
-        for b0, last, data in _batches(rows, str(table)):
-            writer.add(b0, last, data)
+        for b0, last, data in _batches(rows, str(self.pdir)):
+            self.segments.add(b0, last, data)
             out.batches += 1
             out.bytes += len(data)
             out.end = last + 1
-    out.segments = writer.close()
-    meta = pdir / N.PARTITION_METADATA
-    if not fs.exists(meta):
-        if step is not None:
-            step(f"write {meta}")
-        write_checkpoint_file(meta, C.format_partition_metadata(topic_id))
-    return out
+
+    def close(self) -> PartitionRestore:
+        self.result.segments = self.segments.close()
+        meta = self.pdir / N.PARTITION_METADATA
+        if not storage_for(meta).exists(meta):
+            if self.step is not None:
+                self.step(f"write {meta}")
+            write_checkpoint_file(meta, C.format_partition_metadata(self.topic_id))
+        return self.result
+
+
+def _read_table(table: Path, sinks: dict, found: Mapping[Tp, Survey],
+                where: pc.Expression | None = None) -> list:
+    """Feed each partition's rows of ``table`` (``where``: an integer condition that keeps
+    them) to its sink: the partitions whose rows are in file order in one pass over the table,
+    the others window by window."""
+    ordered = {tp: found[tp].start for tp in sinks if found[tp].ordered}
+    for tp, rows in stream(table, ordered, where):
+        sinks[tp].take(rows)
+    for tp in sinks:
+        if not found[tp].ordered:
+            for rows in windows(table, tp, found[tp]):
+                sinks[tp].take(rows)
+    return list(sinks.values())
+
+
+def _restore_task(work: tuple[Path, Tp, Survey], *, dest: Path, segment_bytes: int,
+                  topic_ids: Mapping[str, str]) -> PartitionRestore:
+    """One partition as a Spark task restores it: its rows only (pushed down by partition)."""
+    table, tp, found = work
+    sink = _Writer(dest, tp, segment_bytes, topic_ids[tp[0]], None)
+    _read_table(table, {tp: sink}, {tp: found}, pc.field("partition") == tp[1])
+    return sink.close()
 
 
 class _SegmentWriter:

@@ -1,0 +1,164 @@
+"""Reading a migrate table back for restore (Delta layer): each file streamed once, in the table's
+file order, a bounded batch of rows at a time, and every row routed to its topic-partition.
+
+:func:`survey` reads only the small columns (topic, partition, offset, flags) to learn, per
+partition, its rows from the restore's start offset, its batches, whether it holds
+transactional batches and markers, and whether the file order already gives its rows in offset
+order — what ``migrate`` writes. :func:`stream` then reads every column once and yields each
+partition's rows in whole batches (the rows of a batch that goes on in the next scanned batch
+are carried, one Kafka batch per partition at most). A partition whose rows are not in file
+order is read by :func:`windows` instead: offset windows, each a filtered scan (correct for any
+table, but each window reads the table again). Memory is bounded by the scan batch, the
+carried batches and one window — not by the table's size or its files' row groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as pads
+
+from .commit import delta_table
+
+Tp = tuple[str, int]
+NEEDED = ("topic", "partition", "offset", "key", "value", "timestamp", "timestampType",
+          "headers", "leaderEpoch", "producerId", "producerEpoch", "sequence", "isTransactional",
+          "isControl", "batchBaseOffset", "batchLastOffset", "magic", "compression")
+SCAN_ROWS = 1 << 16
+"""Rows decoded from the table at a time."""
+WINDOW_ROWS = 1 << 18
+"""Rows read at a time per partition by :func:`windows` (about: windows are offset ranges)."""
+_SURVEY = ["topic", "partition", "offset", "isTransactional", "isControl"]
+
+
+@dataclass
+class Survey:
+    """One partition of a table, as :func:`survey` found it."""
+
+    start: int  # the offset restore starts at (rows below it are already in the log dir)
+    rows: int = 0  # rows from ``start`` on
+    first: int = -1  # lowest and highest offset from ``start`` on
+    last: int = -1
+    ordered: bool = True  # the file order gives its rows in offset order
+    transactional: bool = False
+    control: bool = False
+    _seen: int = -1  # highest offset seen (any start)
+
+
+def scan(table: Path, columns: Sequence[str], where: pc.Expression | None = None
+         ) -> Iterator[pa.RecordBatch]:
+    """The table's rows, file after file in the table's order, :data:`SCAN_ROWS` at a time:
+    one thread, no read-ahead and no pre-buffering of whole row groups. Only integer columns
+    may be pushed down in ``where`` (delta-rs 1.x prunes every file for a string equality,
+    the tables migrate writes recording no string statistics)."""
+    ds = delta_table(table).to_pyarrow_dataset()
+    options = pads.ParquetFragmentScanOptions(pre_buffer=False)
+    scanner = ds.scanner(columns=list(columns), filter=where, batch_size=SCAN_ROWS,
+                         use_threads=False, fragment_readahead=1, batch_readahead=1,
+                         fragment_scan_options=options)
+    yield from scanner.to_batches()
+
+
+def groups(batch: pa.RecordBatch) -> Iterator[tuple[Tp, np.ndarray]]:
+    """``((topic, partition), row indices in batch order)`` for each partition in ``batch``."""
+    topics = pc.dictionary_encode(batch.column("topic"))
+    codes = topics.indices.fill_null(-1).to_numpy(zero_copy_only=False)
+    names = topics.dictionary.to_pylist()
+    parts = batch.column("partition").fill_null(-1).to_numpy(zero_copy_only=False)
+    order = np.lexsort((parts, codes))  # stable: rows keep their order within a partition
+    key = codes[order].astype(np.int64) << 32 | (parts[order].astype(np.int64) & 0xFFFFFFFF)
+    cuts = np.flatnonzero(np.diff(key)) + 1
+    for idx in np.split(order, cuts):
+        if len(idx) and codes[idx[0]] >= 0:
+            yield (names[codes[idx[0]]], int(parts[idx[0]])), idx
+
+
+def survey(table: Path, topics: Sequence[str] | None, start_of: Callable[[Tp], int]
+           ) -> dict[Tp, Survey]:
+    """Every partition of ``topics`` (all when None) in the table, read from the small columns
+    only (module docstring)."""
+    found: dict[Tp, Survey] = {}
+    for batch in scan(table, _SURVEY):
+        for tp, idx in groups(batch):
+            if topics is not None and tp[0] not in topics:
+                continue
+            s = found.get(tp)
+            if s is None:
+                s = found[tp] = Survey(start_of(tp))
+            off = batch.column("offset").take(idx).to_numpy(zero_copy_only=False)
+            s.ordered = s.ordered and off[0] > s._seen and bool(np.all(np.diff(off) > 0))
+            s._seen = max(s._seen, int(off.max()))
+            s.transactional |= bool(pc.any(batch.column("isTransactional").take(idx)).as_py())
+            s.control |= bool(pc.any(batch.column("isControl").take(idx)).as_py())
+            kept = off[off >= s.start]
+            if len(kept):
+                s.rows += len(kept)
+                s.first = int(kept.min()) if s.first < 0 else min(s.first, int(kept.min()))
+                s.last = max(s.last, int(kept.max()))
+    return found
+
+
+def stream(table: Path, starts: Mapping[Tp, int], where: pc.Expression | None = None
+           ) -> Iterator[tuple[Tp, pa.Table]]:
+    """``(partition, rows)`` of the ``starts`` partitions (from their start offsets), whole
+    batches per yield, in offset order — for partitions :func:`survey` found ordered."""
+    carry: dict[Tp, pa.Table] = {}
+    for batch in scan(table, NEEDED, where):
+        for tp, idx in groups(batch):
+            if tp not in starts:
+                continue
+            rows = pa.Table.from_batches([batch]).take(pa.array(idx))
+            rows = rows.filter(pc.greater_equal(rows["offset"], starts[tp]))
+            if not rows.num_rows:
+                continue
+            if tp in carry:
+                rows = pa.concat_tables([carry.pop(tp), rows])
+            bases = rows["batchBaseOffset"].to_numpy()
+            cut = int(np.searchsorted(bases, bases[-1]))  # the last batch may go on
+            carry[tp] = rows.slice(cut)
+            if cut:
+                yield tp, rows.slice(0, cut)
+    yield from carry.items()
+
+
+def windows(table: Path, tp: Tp, found: Survey) -> Iterator[pa.Table]:
+    """The partition's rows from ``found.start`` on, in offset order, whole batches per yield
+    (a batch cut by the window end is carried into the next one), for any row order in the
+    table: windows of about :data:`WINDOW_ROWS` rows (from the partition's offset density)."""
+    if not found.rows:
+        return
+    span = max(1, int(WINDOW_ROWS * (found.last - found.first + 1) / found.rows))
+    carry = None
+    lo, hi = found.first, found.last
+    while lo <= hi:
+        w = select(table, tp, list(NEEDED), (pc.field("offset") >= lo)
+                   & (pc.field("offset") < lo + span)).sort_by("offset")
+        if carry is not None:
+            w = pa.concat_tables([carry, w.cast(carry.schema)])
+        lo += span
+        carry = None
+        if w.num_rows and lo <= hi and w["batchLastOffset"][-1].as_py() >= lo:
+            bases = w["batchBaseOffset"].to_numpy()  # the last batch goes on: carry it
+            cut = int(np.searchsorted(bases, bases[-1]))
+            carry, w = w.slice(cut), w.slice(0, cut)
+        if w.num_rows:
+            yield w
+
+
+def select(table: Path, tp: Tp, columns: list[str], where: pc.Expression | None = None
+           ) -> pa.Table:
+    """The rows of one topic-partition matching ``where`` (integer conditions)."""
+    cond = pc.field("partition") == tp[1]
+    if where is not None:
+        cond = cond & where
+    found = [b.filter(pc.equal(b.column("topic"), tp[0]))
+             for b in scan(table, list(dict.fromkeys([*columns, "topic"])), cond)]
+    schema = delta_table(table).to_pyarrow_dataset().schema
+    rows = pa.Table.from_batches(found) if found else pa.Table.from_batches(
+        [], pa.schema([schema.field(c) for c in dict.fromkeys([*columns, "topic"])]))
+    return rows.select(columns)
