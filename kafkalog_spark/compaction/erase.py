@@ -34,9 +34,9 @@ from __future__ import annotations
 import contextlib
 import os
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -49,10 +49,11 @@ from ..log.discovery import discover
 from ..log.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.model import PartitionDir, Segment
 from ..log.selection import require_kafka_data
+from ..log.atomic import disk_errors
 from ..log.storage import mapped_file, storage_for
 from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
 from .erase_select import DEFAULT_MAX_KEYS, Matcher, Selection
-from .rewrite import batch_spec, timestamps_ms, windows
+from .rewrite import batch_spec, cleaned_path, timestamps_ms, windows
 
 Step = Callable[[str], None]
 _ROWS = DecodeOptions(include_headers=True, include_metadata=True, include_control=True)
@@ -152,45 +153,60 @@ def _erase_partition(part: PartitionDir, selection: Selection, execute: bool,
     audit = PartitionErase(part.name)
     for matcher in selection.matchers():
         for seg in part.segments:
-            hits, data = erase_segment(part.topic or "", part.partition or 0, seg, matcher,
-                                       execute=execute, last_segment=seg is part.segments[-1])
+            out = cleaned_path(part.path, seg.base_offset) if execute else None
+            hits, written = erase_segment(part.topic or "", part.partition or 0, seg, matcher,
+                                          last_segment=seg is part.segments[-1], out=out,
+                                          step=step)
             audit.add(seg, hits)
-            if data is not None:
-                swap_in(part.path, seg, NewSegment(seg.base_offset, data, mtime=seg.mtime), step)
+            if written:
+                swap_in(part.path, seg, step)
         if execute:
             part = rescan(part)
     return audit
 
 
-def erase_segment(topic: str, partition: int, seg: Segment, matcher: Matcher, *, execute: bool,
-                  last_segment: bool) -> tuple[np.ndarray, bytes | None]:
-    """The offsets of ``seg``'s records that ``matcher`` selects and, when ``execute`` and
-    there are any, the segment's bytes without them (else ``None``)."""
+def erase_segment(topic: str, partition: int, seg: Segment, matcher: Matcher, *,
+                  last_segment: bool, out: Path | None = None, step: Step | None = None
+                  ) -> tuple[np.ndarray, bool]:
+    """The offsets of ``seg``'s records that ``matcher`` selects and whether the segment
+    without them was written to ``out`` (streamed and fsynced; only when ``out`` is given and
+    there are matches)."""
     with mapped_file(seg.log) as buf:
         rows = decode_to_table(buf, topic=topic, partition=partition, options=matcher.options,
                                file=str(seg.log))
         hits = rows.column("offset").to_numpy()[matcher.select(rows, str(seg.log))]
-        if not (execute and len(hits)):
-            return hits, None
-        return hits, _rewritten(buf, seg, topic, partition, np.sort(hits),
-                                last_segment=last_segment)
+        if out is None or not len(hits):
+            return hits, False
+        fs = storage_for(out)
+        if step is not None:
+            step(f"write {out}")
+        with disk_errors("writing an erased segment", out):
+            f = fs.open_write(out)
+            try:
+                _rewrite(buf, seg, topic, partition, np.sort(hits), f,
+                         last_segment=last_segment)
+            except BaseException:
+                f.close()
+                fs.remove(out, missing_ok=True)
+                raise
+            fs.close_durably(f)
+        return hits, True
 
 
-def _rewritten(buf: np.ndarray, seg: Segment, topic: str, partition: int, erased: np.ndarray, *,
-               last_segment: bool) -> bytes:
-    """The segment without the records at the sorted ``erased`` offsets (module docstring).
-    The log's last batch is kept (empty) when every record of it goes, so the log end offset
-    does not move back."""
+def _rewrite(buf: np.ndarray, seg: Segment, topic: str, partition: int, erased: np.ndarray,
+             out: BinaryIO, *, last_segment: bool) -> None:
+    """Write the segment without the records at the sorted ``erased`` offsets (module
+    docstring); runs of batches without a match are copied in one write. The log's last batch
+    is kept (empty) when every record of it goes, so the log end offset does not move back."""
     t = scan_entries(buf)
-    out = bytearray()
     lasts = t.last_offset
     firsts = np.concatenate(([seg.base_offset], lasts[:-1] + 1))  # legacy: after the previous
     firsts = np.where(t.magic == 2, t.offset, firsts)
     hit = np.searchsorted(erased, firsts) < np.searchsorted(erased, lasts, side="right")
     horizon_flag = t.has_delete_horizon()
+    copy_from = 0  # bytes from here up to the next rebuilt batch are copied as they are
     for i0, i1, start, stop in windows(t):
         if not hit[i0:i1].any():
-            out += buf[start:stop].tobytes()
             continue
         # one decode per window holding matches (not one per batch)
         rows = decode_to_table(buf, topic=topic, partition=partition, options=_ROWS,
@@ -202,11 +218,10 @@ def _rewritten(buf: np.ndarray, seg: Segment, topic: str, partition: int, erased
         keep = ~((pos_e < len(erased)) & (erased[np.minimum(pos_e, len(erased) - 1)] == offsets))
         cols = {c: rows.column(c).combine_chunks() for c in ("key", "value", "headers")}
         ts_ms = timestamps_ms(rows.column("timestamp"))
-        for i in range(i0, i1):
-            pos, size = int(t.position[i]), int(t.entry_size[i])
-            if not hit[i]:
-                out += buf[pos:pos + size].tobytes()
-                continue
+        for i in (i0 + np.flatnonzero(hit[i0:i1])).tolist():
+            pos = int(t.position[i])
+            out.write(buf[copy_from:pos])
+            copy_from = pos + int(t.entry_size[i])
             lo, hi = int(row_start[i - i0]), int(row_start[i - i0 + 1])
             idx = lo + np.flatnonzero(keep[lo:hi])
             magic = int(t.magic[i])
@@ -219,18 +234,30 @@ def _rewritten(buf: np.ndarray, seg: Segment, topic: str, partition: int, erased
                 headers = cols["headers"].take(take)
                 if magic < 2:
                     headers = pa.array([[] for _ in idx], headers.type)
-                out += encode_batch(cols["key"].take(take), cols["value"].take(take), ts_ms[idx],
-                                    spec=spec, offset_deltas=offsets[idx] - base, headers=headers)
+                out.write(encode_batch(cols["key"].take(take), cols["value"].take(take),
+                                       ts_ms[idx], spec=spec, offset_deltas=offsets[idx] - base,
+                                       headers=headers))
             elif (magic == 2 and int(t.producer_id[i]) >= 0) or (last_segment and i == len(t) - 1):
-                out += encode_batch([], [], [], spec=batch_spec(
+                out.write(encode_batch([], [], [], spec=batch_spec(
                     t, i, base=int(t.offset[i]), horizon=None,
-                    last_delta=int(t.last_offset_delta[i]), empty=True))
-    return bytes(out)
+                    last_delta=int(t.last_offset_delta[i]), empty=True)))
+    out.write(buf[copy_from:int(t.stop_position)])
 
 
-def swap_in(pdir: Path, seg: Segment, new: NewSegment, step: Step | None) -> None:
-    """Replace ``seg`` by ``new`` (same base offset) through the crash-safe swap, keeping the
-    segment's transaction index (erasing changes no offset and no aborted transaction)."""
+def swap_in(pdir: Path, seg: Segment, step: Step | None) -> None:
+    """Replace ``seg`` by its rewritten ``<base>.log.cleaned`` in ``pdir`` (mapped, not read
+    into memory) through the crash-safe swap, keeping the segment's transaction index (erasing
+    changes no offset and no aborted transaction)."""
+    path = cleaned_path(pdir, seg.base_offset)
+    txn = None
     if seg.txnindex is not None:
-        new = replace(new, txnindex=storage_for(seg.txnindex).read_bytes(seg.txnindex))
-    replace_segments(pdir, [new], [seg.base_offset], step=step)
+        txn = storage_for(seg.txnindex).read_bytes(seg.txnindex)
+    mapped = storage_for(path).map_readonly(path)  # None: an empty file
+    try:
+        log = memoryview(mapped) if mapped is not None else b""
+        replace_segments(pdir, [NewSegment(seg.base_offset, log, txnindex=txn, mtime=seg.mtime,
+                                           log_written=True)], [seg.base_offset], step=step)
+    finally:
+        if mapped is not None:
+            with contextlib.suppress(BufferError):
+                mapped.close()

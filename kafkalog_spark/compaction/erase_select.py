@@ -96,14 +96,16 @@ class KeySet:
     def matches(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """Which of ``keys`` (null: never) are in the set."""
         hi, lo = key_digests(keys)
-        a = np.searchsorted(self.hi, hi, side="left")
-        b = np.searchsorted(self.hi, hi, side="right")
-        hit = np.zeros(len(hi), bool)
-        for i in np.flatnonzero(b > a).tolist():  # digest candidates: confirm exactly
-            if lo[i] in self.lo[a[i]:b[i]]:
-                hit[i] = True
+        a = np.searchsorted(self.hi, hi)
+        hit = self.hi[np.minimum(a, len(self.hi) - 1)] == hi  # candidates by the high half
         idx = np.flatnonzero(hit)
-        if len(idx):
+        for i in idx.tolist():  # the low half (keys sharing a high half are contiguous)
+            j = int(a[i])
+            while j < len(self.hi) and self.hi[j] == hi[i] and self.lo[j] != lo[i]:
+                j += 1
+            hit[i] = j < len(self.hi) and self.hi[j] == hi[i]
+        idx = np.flatnonzero(hit)
+        if len(idx):  # digests equal: confirm the bytes
             values = keys.take(pa.array(idx)).to_pylist()
             hit[idx] = [v is not None and v in self.keys for v in values]
         return hit

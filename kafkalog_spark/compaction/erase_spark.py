@@ -24,10 +24,9 @@ from ..log.atomic import disk_errors
 from ..log.model import PartitionDir, Segment
 from ..log.staging import create_staging_dir, remove_staging_dir
 from ..log.storage import storage_for
-from ..log.swap import NewSegment
 from .erase import PartitionErase, Step, erase_segment, rescan, swap_in
 from .erase_select import Matcher, Selection
-from .rewrite import cleaned_path, cleaned_segments
+from .rewrite import cleaned_path
 from .spark_job import task_attempt
 
 # (partition index, topic, partition, partition dir, segment, is the log's last segment)
@@ -71,44 +70,36 @@ def erase_spark(spark: Any, parts: Sequence[PartitionDir], selection: Selection,
 def _task(item: Item, matcher: Matcher, execute: bool, out_dir: str
           ) -> tuple[int, Segment, np.ndarray, str | None]:
     """One segment, as a Spark task runs it: ``(partition index, segment, matching offsets,
-    the rewritten segment's file or None)``."""
+    the file of this attempt's rewritten segment or None)``."""
     index, topic, partition, pdir, seg, last = item
     require_visible(pdir, "partition dir")
-    with planned_files(pdir):
-        hits, data = erase_segment(topic, partition, seg, matcher, execute=execute,
-                                   last_segment=last)
-    path = None
-    if data is not None:
+    out = None
+    if execute:
         require_visible(out_dir, "staging folder next to the log dir")
-        path = str(Path(out_dir) / f"{index}-{seg.base_offset}-{task_attempt()}.log")
-        fs = storage_for(path)
-        with disk_errors("writing an erased segment", path):
-            f = fs.open_write(path)
-            try:
-                f.write(data)
-            finally:
-                fs.close_durably(f)
-    return index, seg, hits, path
+        out = Path(out_dir) / f"{index}-{seg.base_offset}-{task_attempt()}.log"
+    with planned_files(pdir):
+        hits, written = erase_segment(topic, partition, seg, matcher, last_segment=last, out=out)
+    return index, seg, hits, str(out) if written else None
 
 
 def _swap_all(parts: list[PartitionDir], audits: list[PartitionErase],
               done: list[tuple[int, Segment, np.ndarray, str | None]], step: Step | None) -> None:
-    """Count every task's matches; swap each rewritten segment in (in offset order), mapped
-    from its file rather than read into memory."""
-    with cleaned_segments() as files:
+    """Count every task's matches; move each rewritten segment to its ``.cleaned`` name and
+    swap it in (in offset order)."""
+    moved: list[Path] = []
+    try:
         for index, seg, hits, path in sorted(done, key=lambda d: (d[0], d[1].base_offset)):
             audits[index].add(seg, hits)
             if path is None:
                 continue
             pdir = parts[index].path
             cleaned = cleaned_path(pdir, seg.base_offset)
-            files.track(cleaned)
             with disk_errors("moving an erased segment into its partition dir", cleaned):
                 storage_for(cleaned).rename(path, cleaned)
-            files.swapping = True
-            mapped = storage_for(cleaned).map_readonly(cleaned)  # None: an empty file
-            if mapped is not None:
-                files.maps.append(mapped)
-            log = memoryview(mapped) if mapped is not None else b""
-            swap_in(pdir, seg, NewSegment(seg.base_offset, log, mtime=seg.mtime,
-                                          log_written=True), step)
+            moved.append(cleaned)
+            swap_in(pdir, seg, step)
+    except BaseException:
+        # a .cleaned file not yet swapped is only ours; Kafka's log loading would drop it too
+        for path in moved:
+            storage_for(path).remove(path, missing_ok=True)
+        raise
