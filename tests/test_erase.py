@@ -182,7 +182,8 @@ def test_one_run_covers_the_log_dir_and_the_migrate_table(tmp_path):
 # --- --where: a SQL predicate, and the Spark engine -------------------------------------------
 
 WHERE = ("key = X'6b37' OR array_has(headers, named_struct('key', 'h', 'value', X'3433')) "
-         "OR (timestamp >= '2023-11-14T22:13:25Z' AND timestamp < '2023-11-14T22:13:26Z')")
+         "OR (timestamp >= '2023-11-14T22:13:25Z' AND timestamp < '2023-11-14T22:13:26Z' "
+         "AND timestampType = 0)")
 
 
 def where_hits(table: pa.Table) -> pa.Array:

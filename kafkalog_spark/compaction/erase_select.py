@@ -5,8 +5,8 @@ rows match", plus the audit fields that name the selection without revealing it.
 The predicate speaks DataFusion's SQL — the engine behind delta-rs's DELETE, so the same text
 selects the same records in the log dirs and in the migrate tables. Its columns are the
 decoded record's (``codec.schema``: ``key``, ``value``, ``timestamp``, ``headers``, ``offset``,
-``partition``, the metadata columns); only those it names are decoded. Control records
-(transaction markers) never match.
+``partition``, the metadata columns, spelled as the schema spells them: ``producerId = 7``);
+only those it names are decoded. Control records (transaction markers) never match.
 """
 
 from __future__ import annotations
@@ -140,10 +140,11 @@ class Predicate:
         return out.to_numpy() if out.num_chunks else np.zeros(0, np.int64)  # no batch: no hit
 
     def _run(self, rows: pa.Table, where: str) -> pa.Table:
-        from datafusion import SessionContext
+        from datafusion import SessionConfig, SessionContext
 
-        if self._ctx is None:
-            self._ctx = SessionContext()
+        if self._ctx is None:  # column names as the schema spells them (producerId, not quoted)
+            self._ctx = SessionContext(SessionConfig().set(
+                "datafusion.sql_parser.enable_ident_normalization", "false"))
         ctx = self._ctx
         ctx.from_arrow(rows, name=TABLE)
         try:
