@@ -23,7 +23,7 @@ def load(name: str) -> ModuleType:
 
 def test_every_example_is_covered_here():
     covered = {"explore_notebook", "verify_and_recover", "compact", "migrate_to_delta",
-               "main_job"}  # main_job runs via ./dev example (not owned here)
+               "erase_and_restore", "main_job"}  # main_job runs via ./dev example (not owned here)
     assert {p.stem for p in EXAMPLES.glob("*.py")} <= covered
 
 
@@ -41,6 +41,11 @@ def test_compact(tmp_path):
 def test_migrate_to_delta_local(tmp_path):
     out = load("migrate_to_delta").main([str(tmp_path)])
     assert out == {"first": 206, "second": 50, "third": 0, "version": 1}
+
+
+def test_erase_and_restore(tmp_path):
+    out = load("erase_and_restore").main([str(tmp_path)])
+    assert out == {"customer": 15, "where": 30, "restored": 255}
 
 
 @pytest.mark.spark
