@@ -88,5 +88,10 @@ class Azurite(ManagedServer):
                                   dfs_storage_scheme="http")
 
     def make_container(self, name: str) -> None:
-        """Create container ``name`` (an existing one is fine)."""
-        self.filesystem().create_dir(name)
+        """Create container ``name`` (an existing one is fine: not created again — Azurite's
+        409 answer to a second create has been seen cut short under load)."""
+        from pyarrow.fs import FileType
+
+        fs = self.filesystem()
+        if fs.get_file_info(name).type == FileType.NotFound:
+            fs.create_dir(name)

@@ -286,3 +286,24 @@ def test_the_spark_engine_writes_the_local_engines_bytes(tmp_path, spark):
         if (tmp_path / "local" / f).is_file():
             assert (tmp_path / "local" / f).read_bytes() == (tmp_path / "spark" / f).read_bytes(), f
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # staging removed
+
+
+@pytest.mark.spark
+def test_the_spark_engine_over_two_log_dirs_and_a_dry_run(tmp_path, spark):
+    """Partitions of the topic in two log dirs (JBOD): each log dir's rewrites are staged next
+    to it (renamed into it); a dry run creates nothing, not even a staging folder."""
+    for d, partition in (("a", 0), ("b", 1)):
+        kl.write_log(records(800, 800 * partition), tmp_path / "disks" / d / "logs", topic="t",
+                     partition=partition, max_batch_records=40, segment_bytes=8_000)
+    dirs = [tmp_path / "disks" / d / "logs" for d in ("a", "b")]
+    shutil.copytree(tmp_path / "disks", tmp_path / "local")
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    dry = erase(dirs, "t", KEYS, execute_plan=False, spark=spark)
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before and dry["records_removed"] > 0
+    done = erase(dirs, "t", KEYS, spark=spark)
+    want = erase([tmp_path / "local" / d / "logs" for d in ("a", "b")], "t", KEYS)
+    assert done == want
+    for d in dirs:
+        assert not [p for p in d.parent.iterdir() if p.name.startswith(".")]
+        assert without(rows(d), KEYS) == without(rows(tmp_path / "local" / d.parent.name / "logs"),
+                                                  KEYS) and kl.verify(d).ok

@@ -5,7 +5,8 @@ Each pass of the selection (one per key chunk, one for a predicate) is one Spark
 topic's segments, largest first. A task maps its segment, finds the matching records
 (:func:`.erase.erase_segment`, the same code as the local engine) and, when executing, writes
 the rewritten segment to a file of its own attempt in a staging folder next to the log dir.
-The driver — which holds every log dir's ``.lock`` for the run — renames each file to
+(one per log dir). The driver — which holds every log dir's ``.lock`` for the run — renames
+each file to
 ``<base>.log.cleaned`` and swaps it in with the crash-safe protocol, then removes the staging
 folder. A failed job leaves the live segments untouched (nothing was swapped); the next run
 redoes it. Executors must see the log dirs at the same paths (shared storage).
@@ -29,8 +30,9 @@ from .erase_select import Matcher, Selection
 from .rewrite import cleaned_path
 from .spark_job import task_attempt
 
-# (partition index, topic, partition, partition dir, segment, is the log's last segment)
-Item = tuple[int, str, int, str, Segment, bool]
+# (partition index, topic, partition, partition dir, segment, is the log's last segment,
+#  the folder for this segment's rewrite: None in a dry run)
+Item = tuple[int, str, int, str, Segment, bool, str | None]
 
 
 def erase_spark(spark: Any, parts: Sequence[PartitionDir], selection: Selection, execute: bool,
@@ -42,20 +44,25 @@ def erase_spark(spark: Any, parts: Sequence[PartitionDir], selection: Selection,
     if not parts:
         return audits
     sc = spark.sparkContext
-    staging = create_staging_dir(parts[0].path.parent)
-    attempts = staging / "erased"
-    storage_for(attempts).make_dirs(attempts)
+    # each log dir's rewritten segments are staged next to it (renamed into it: same file
+    # system); a dry run or --check writes nothing, not even a staging folder
+    roots = sorted({p.path.parent for p in parts}) if execute else []
+    staging = {root: create_staging_dir(root) for root in roots}
     try:
+        for root, folder in staging.items():
+            storage_for(folder / "erased").make_dirs(folder / "erased")
         for matcher in selection.matchers():
             items = [(i, p.topic or "", p.partition or 0, str(p.path), seg,
-                      seg is p.segments[-1]) for i, p in enumerate(parts) for seg in p.segments]
+                      seg is p.segments[-1],
+                      str(staging[p.path.parent] / "erased") if execute else None)
+                     for i, p in enumerate(parts) for seg in p.segments]
             items.sort(key=lambda it: -storage_for(it[4].log).size(it[4].log))
             slices = max(1, min(len(items), sc.defaultParallelism * 4))
             shared = sc.broadcast(matcher)  # a key chunk goes to each executor once
             try:
                 with task_errors():  # a task's typed error (bad data, unreachable dir) as is
                     done = (sc.parallelize(items, slices)
-                            .map(lambda it: _task(it, shared.value, execute, str(attempts)))
+                            .map(lambda it: _task(it, shared.value))
                             .collect())
             finally:
                 shared.unpersist()
@@ -63,18 +70,18 @@ def erase_spark(spark: Any, parts: Sequence[PartitionDir], selection: Selection,
             if execute:
                 parts = [rescan(p) for p in parts]
     finally:
-        remove_staging_dir(staging)
+        for folder in staging.values():
+            remove_staging_dir(folder)
     return audits
 
 
-def _task(item: Item, matcher: Matcher, execute: bool, out_dir: str
-          ) -> tuple[int, Segment, np.ndarray, str | None]:
+def _task(item: Item, matcher: Matcher) -> tuple[int, Segment, np.ndarray, str | None]:
     """One segment, as a Spark task runs it: ``(partition index, segment, matching offsets,
     the file of this attempt's rewritten segment or None)``."""
-    index, topic, partition, pdir, seg, last = item
+    index, topic, partition, pdir, seg, last, out_dir = item
     require_visible(pdir, "partition dir")
     out = None
-    if execute:
+    if out_dir is not None:
         require_visible(out_dir, "staging folder next to the log dir")
         out = Path(out_dir) / f"{index}-{seg.base_offset}-{task_attempt()}.log"
     with planned_files(pdir):
