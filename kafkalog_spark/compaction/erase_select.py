@@ -91,16 +91,19 @@ class KeySet:
         hi, lo = key_digests(arr)
         order = np.lexsort((lo, hi))
         self.hi, self.lo = hi[order], lo[order]
+        # entries whose high half the next entry repeats (keys sorted by digest)
+        self.shared_hi = np.append(self.hi[1:] == self.hi[:-1], False)
         self.keys = set(keys)
 
     def matches(self, keys: pa.Array | pa.ChunkedArray) -> np.ndarray:
         """Which of ``keys`` (null: never) are in the set."""
         hi, lo = key_digests(keys)
         a = np.searchsorted(self.hi, hi)
-        hit = self.hi[np.minimum(a, len(self.hi) - 1)] == hi  # candidates by the high half
-        idx = np.flatnonzero(hit)
-        for i in idx.tolist():  # the low half (keys sharing a high half are contiguous)
-            j = int(a[i])
+        at = np.minimum(a, len(self.hi) - 1)
+        hit = (self.hi[at] == hi) & (self.lo[at] == lo)  # the first entry with that high half
+        # rare: another key of the set shares the high half — look at the rest of that run
+        for i in np.flatnonzero((self.hi[at] == hi) & ~hit & self.shared_hi[at]).tolist():
+            j = int(a[i]) + 1
             while j < len(self.hi) and self.hi[j] == hi[i] and self.lo[j] != lo[i]:
                 j += 1
             hit[i] = j < len(self.hi) and self.hi[j] == hi[i]
@@ -174,13 +177,13 @@ class Selection:
             raise InvalidOptionError("erase needs either keys or a --where predicate")
         if self.keys is not None and not self.keys:
             raise InvalidOptionError("erase needs at least one key")
-        if self.where is not None:
-            Predicate(self.where)  # fails now on a predicate that does not parse
+        if self.where is not None:  # parsed once, now: fails before anything is read
+            object.__setattr__(self, "_predicate", Predicate(self.where))
 
     def matchers(self) -> Iterator[Matcher]:
         """One matcher per pass over the log: a key set goes ``max_keys`` keys at a time."""
         if self.where is not None:
-            yield Predicate(self.where)
+            yield self._predicate
             return
         distinct = sorted(set(self.keys or ()))
         for i in range(0, len(distinct), self.max_keys):

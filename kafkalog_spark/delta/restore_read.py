@@ -118,12 +118,18 @@ def stream(table: Path, starts: Mapping[Tp, int], where: pc.Expression | None = 
                 continue
             if tp in carry:
                 rows = pa.concat_tables([carry.pop(tp), rows])
-            bases = rows["batchBaseOffset"].to_numpy()
-            cut = int(np.searchsorted(bases, bases[-1]))  # the last batch may go on
-            carry[tp] = rows.slice(cut)
-            if cut:
-                yield tp, rows.slice(0, cut)
+            whole, carry[tp] = split_last_batch(rows)  # the last batch may go on
+            if whole.num_rows:
+                yield tp, whole
     yield from carry.items()
+
+
+def split_last_batch(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """``rows`` (whole batches but maybe the last, in offset order) as the rows before its last
+    batch and that batch's rows."""
+    bases = rows["batchBaseOffset"].to_numpy()
+    cut = int(np.searchsorted(bases, bases[-1]))
+    return rows.slice(0, cut), rows.slice(cut)
 
 
 def windows(table: Path, tp: Tp, found: Survey) -> Iterator[pa.Table]:
@@ -143,9 +149,7 @@ def windows(table: Path, tp: Tp, found: Survey) -> Iterator[pa.Table]:
         lo += span
         carry = None
         if w.num_rows and lo <= hi and w["batchLastOffset"][-1].as_py() >= lo:
-            bases = w["batchBaseOffset"].to_numpy()  # the last batch goes on: carry it
-            cut = int(np.searchsorted(bases, bases[-1]))
-            carry, w = w.slice(cut), w.slice(0, cut)
+            w, carry = split_last_batch(w)  # the last batch goes on: carry it
         if w.num_rows:
             yield w
 
