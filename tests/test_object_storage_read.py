@@ -261,6 +261,29 @@ def test_offset_window_fetches_only_the_indexed_range(big_log, opts):
                           f"of .index); requests {counts}")
 
 
+def test_timestamp_lookups_fetch_indexes_and_a_few_ranges(big_log, opts):
+    """startingTimestamp / endingTimestamp / a timestamp filter resolve through each segment's
+    .timeindex and .index and the few ranges they point to — not whole segments; the offsets
+    found are the local ones."""
+    local, uri = big_log
+    logs = sorted((local / "orders-0").glob("*.log"))
+    assert len(logs) == 3
+    ts = kl.read_log(local).column("timestamp").cast(pa.int64()).to_numpy() // 1000
+    storage = storage_for(as_path(uri, opts))
+    for at in (0.15, 0.5, 0.9):  # into the first, second and third segment
+        lo, hi = int(ts[int(len(ts) * at)]), int(ts[int(len(ts) * at) + 300])
+        for extra in ({"startingTimestamp": str(lo), "endingTimestamp": str(hi)},
+                      {"startingOffsetsByTimestamp": json.dumps({"orders": {"0": lo}})}):
+            expected = [(s.min_offset, s.max_offset)
+                        for s in plan_scan({"path": str(local), **extra}).splits]
+            storage.requests.reset()
+            plan = plan_scan({"path": uri, **extra, **spark_storage(opts)})
+            counts = storage.requests.reset()
+            assert [(s.min_offset, s.max_offset) for s in plan.splits] == expected
+            # indexes (~30 KB here) and a few 64-256 KiB walks; a segment is 6 MB
+            assert counts["bytes"] < 1.5e6, (at, extra, counts)
+
+
 def test_offset_window_read_equals_local(big_log, opts):
     local, uri = big_log
     _, start, end = window(local)

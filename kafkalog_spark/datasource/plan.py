@@ -343,9 +343,11 @@ def offset_for_timestamp(part: PartitionDir | Sequence[Segment], timestamp_ms: i
     hit = find_timestamp(part, timestamp_ms)
     if hit is None:
         return None
-    with mapped_file(hit.segment.log) as buf:
+    log = hit.segment.log
+    end = hit.position + hit.size
+    with storage_for(log).mapped_ranges(log, [(hit.position, end)], hit.segment.log_size) as buf:
         result = decode_entries(buf, topic="", partition=0, start=hit.position,
-                                end=hit.position + hit.size, file=str(hit.segment.log),
+                                end=end, file=str(log),
                                 options=DecodeOptions(include_control=True))
         for batch in result:
             reached = pc.fill_null(pc.greater_equal(batch.column("timestamp").cast(pa.int64()),

@@ -19,19 +19,25 @@ exactly at the indexed offset (time index: the entry holding that offset must ca
 timestamp). A failed check falls back to walking the segment from byte 0 and says why in
 :attr:`EntryHit.index_problem`. Only entry headers are read; the record inside a batch is left
 to the record decoder.
+
+On an object store a lookup fetches only the bytes its walks cover (:class:`LogBytes`): each
+walk from an index entry's position fetches a little and more only while its entry is not
+found, so a lookup by timestamp over many segments reads their indexes and a few ranges, not
+whole segments.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..codec.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index
-from ..codec.scan import EntryTable, scan_entries
+from ..codec.scan import STOP_END, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, EntryTable, scan_entries
 from .model import PartitionDir, Segment
 from .storage import is_local, mapped_file, storage_for
 
@@ -128,28 +134,33 @@ def position_for_offset(segment: Segment, offset: int, *,
         The ``.log`` content if the caller has it mapped already.
     """
     if log_buffer is None:
-        with mapped_file(segment.log) as buf:
-            return position_for_offset(segment, offset, log_buffer=buf)
-    hit = _offset_in(segment, log_buffer, offset_index(segment), offset)
-    return hit.position if hit is not None else scan_entries(log_buffer).stop_position
+        with log_bytes(segment) as log:
+            hit = _offset_in(segment, log, offset_index(segment), offset)
+            return hit.position if hit is not None else log.walk(0).stop_position
+    log = LogBytes(log_buffer)
+    hit = _offset_in(segment, log, offset_index(segment), offset)
+    return hit.position if hit is not None else log.walk(0).stop_position
 
 
 def _find_offset_in_segment(seg: Segment, target: int) -> EntryHit | None:
-    with mapped_file(seg.log) as buf:
-        return _offset_in(seg, buf, offset_index(seg), target)
+    with log_bytes(seg) as log:
+        return _offset_in(seg, log, offset_index(seg), target)
 
 
-def _offset_in(seg: Segment, buf: np.ndarray, index: OffsetIndex | None,
+def _offset_in(seg: Segment, log: LogBytes, index: OffsetIndex | None,
                target: int) -> EntryHit | None:
+    def reached(table: EntryTable) -> bool:
+        return bool(len(table)) and int(table.last_offset[-1]) >= target
+
     problem = None
     if index is not None:
         o, p = index.lookup(target)
         if (o, p) != (seg.base_offset, 0):  # a real index entry, not the empty answer
-            table = scan_entries(buf, start=p)
-            problem = check_offset_entry(index, o, p, table, len(buf))
+            table = log.walk(p, reached)
+            problem = check_offset_entry(index, o, p, table, log.size)
             if problem is None:
                 return _first(seg, table, table.last_offset >= target, True, None)
-    table = scan_entries(buf)
+    table = log.walk(0, reached)
     return _first(seg, table, table.last_offset >= target, False, problem)
 
 
@@ -176,11 +187,14 @@ def check_offset_entry(index: OffsetIndex, o: int, p: int, table: EntryTable,
 
 
 def _find_timestamp_in_segment(seg: Segment, target: int) -> EntryHit | None:
-    with mapped_file(seg.log) as buf:
-        return _timestamp_in(seg, buf, target)
+    with log_bytes(seg) as log:
+        return _timestamp_in(seg, log, target)
 
 
-def _timestamp_in(seg: Segment, buf: np.ndarray, target: int) -> EntryHit | None:
+def _timestamp_in(seg: Segment, log: LogBytes, target: int) -> EntryHit | None:
+    def reached(table: EntryTable) -> bool:
+        return bool((table.max_timestamp >= target).any())
+
     oindex = offset_index(seg)
     tindex = _time_index(seg)
     problem = None
@@ -188,10 +202,10 @@ def _timestamp_in(seg: Segment, buf: np.ndarray, target: int) -> EntryHit | None
     if tindex is not None and tindex.valid_entries:
         # the last entry is the segment's largest timestamp (LogSegment.largestTimestamp)
         last_t, last_o = tindex.last_entry()
-        problem, last_hit = _check_time_entry(seg, buf, oindex, last_t, last_o)
+        problem, last_hit = _check_time_entry(seg, log, oindex, last_t, last_o)
         if problem is None:
             assert last_hit is not None
-            later = scan_entries(buf, start=last_hit.position).max_timestamp
+            later = log.walk(last_hit.position).max_timestamp
             if (later > last_t).any():
                 problem = (f"time index ends at timestamp {last_t} but the log reaches "
                            f"{int(later.max())}")
@@ -199,15 +213,15 @@ def _timestamp_in(seg: Segment, buf: np.ndarray, target: int) -> EntryHit | None
             return None
         t, o = tindex.lookup(target)
         if problem is None and t >= 0:
-            problem, hit = _check_time_entry(seg, buf, oindex, t, o)
+            problem, hit = _check_time_entry(seg, log, oindex, t, o)
             if hit is not None and problem is None:
                 # batch o is the first to reach t <= target: nothing before it qualifies
                 start = hit.position
-    table = scan_entries(buf, start=start)
+    table = log.walk(start, reached)
     return _first(seg, table, table.max_timestamp >= target, start > 0, problem)
 
 
-def _check_time_entry(seg: Segment, buf: np.ndarray, oindex: OffsetIndex | None, t: int,
+def _check_time_entry(seg: Segment, log: LogBytes, oindex: OffsetIndex | None, t: int,
                       o: int) -> tuple[str | None, EntryHit | None]:
     """Check time-index entry ``(t, o)`` against the log: the entry holding offset ``o`` must
     carry max timestamp ``t``. Returns ``(problem or None, that entry)``.
@@ -215,13 +229,80 @@ def _check_time_entry(seg: Segment, buf: np.ndarray, oindex: OffsetIndex | None,
     Kafka 4.x stores the batch's last offset; older brokers (seen from 2.1) stored the offset
     of a record inside it, so any offset of the batch is accepted.
     """
-    hit = _offset_in(seg, buf, oindex, o)
+    hit = _offset_in(seg, log, oindex, o)
     if hit is None:
         return f"time index entry ({t}, {o}): the log ends before offset {o}", None
     if hit.max_timestamp != t:
         return (f"time index entry ({t}, {o}): the entry holding offset {o} has max "
                 f"timestamp {hit.max_timestamp}"), hit
     return None, hit
+
+
+# --- the bytes a lookup walks ----------------------------------------------------------------
+
+FIRST_WALK_BYTES = 64 << 10
+"""An object-store walk fetches this much from its start first, then four times more each time
+its entry is not found yet."""
+
+
+@dataclass
+class LogBytes:
+    """A segment's ``.log`` for lookups: ``buf`` holds it at file positions. Locally (``fetch``
+    ``None``) that is the whole memory map; on an object store ``buf`` is zeros until a walk
+    fetches the ranges it covers (``fetch(ranges)`` reads ``[start, end)`` ranges into it)."""
+
+    buf: np.ndarray
+    fetch: Callable[[list[tuple[int, int]]], list[bytes]] | None = None
+    _have: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.buf)
+
+    def walk(self, start: int, enough: Callable[[EntryTable], bool] | None = None
+             ) -> EntryTable:
+        """:func:`~kafkalog_spark.codec.scan.scan_entries` from ``start``. On an object store
+        the walk may end early, once ``enough(table)`` holds (``None``: walk to the end)."""
+        if self.fetch is None:
+            return scan_entries(self.buf, start=start)
+        step = FIRST_WALK_BYTES
+        while True:
+            end = min(self.size, start + step)
+            self._ensure(start, end)
+            table = scan_entries(self.buf, start=start, end=end)
+            cut_by_end = table.stop_code in (STOP_END, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL)
+            if end >= self.size or not cut_by_end or (enough is not None and enough(table)):
+                return table
+            step *= 4
+
+    def _ensure(self, start: int, end: int) -> None:
+        missing, at = [], start
+        for lo, hi in sorted(self._have):
+            if hi <= at or lo >= end:
+                continue
+            if lo > at:
+                missing.append((at, lo))
+            at = max(at, hi)
+        if at < end:
+            missing.append((at, end))
+        if not missing:
+            return
+        assert self.fetch is not None
+        for (lo, hi), data in zip(missing, self.fetch(missing)):
+            self.buf[lo:lo + len(data)] = np.frombuffer(data, np.uint8)
+        self._have.extend(missing)
+
+
+@contextmanager
+def log_bytes(seg: Segment) -> Iterator[LogBytes]:
+    """The segment's :class:`LogBytes`: mapped whole locally, fetched as walked remotely."""
+    fs = storage_for(seg.log)
+    if is_local(fs):
+        with mapped_file(seg.log) as buf:
+            yield LogBytes(buf)
+        return
+    yield LogBytes(np.zeros(seg.log_size, np.uint8),
+                   lambda ranges: fs.read_ranges(seg.log, ranges))
 
 
 # --- helpers ---------------------------------------------------------------------------------
