@@ -145,16 +145,18 @@ def payload_sizes(n, k_off, k_bits, k_bit0, v_off, v_bits, v_bit0, h_off, h_bits
 
 
 @njit(cache=True, nogil=True)
-def plan_batches(n, payload, ts, rec_off, max_records, max_bytes, may_split, fixed_base_off,
-                 fixed_base_ts, has_fixed_base_ts, body, batch_start, batch_section, batch_base_off,
-                 batch_base_ts, batch_max_ts, batch_max_ts_off):
+def plan_batches(n, payload, ts, rec_off, max_records, max_bytes, may_split, fixed_start,
+                 fixed_base_off, fixed_base_ts, has_fixed_base_ts, body, batch_start,
+                 batch_section, batch_base_off, batch_base_ts, batch_max_ts, batch_max_ts_off):
     """Cut records ``0..n`` into batches and size every record body with its final deltas.
 
     A batch closes before a record when it already holds ``max_records`` records, when the
     record would push its records section past ``max_bytes`` (a record alone is never split),
     or when the record's offset delta would not fit in an int32. With ``may_split`` false the
-    last two cases are errors instead: one caller-defined batch whose base offset is
-    ``fixed_base_off`` (compaction keeps a batch's base offset when its first record is gone).
+    batches are the caller's instead and those two cases are errors: batch ``b`` holds records
+    ``fixed_start[b]..fixed_start[b+1]`` (each at least one), has base offset
+    ``fixed_base_off[b]`` (compaction keeps a batch's base offset when its first record is gone)
+    and, where ``has_fixed_base_ts[b]``, base timestamp ``fixed_base_ts[b]`` (a delete horizon).
 
     Returns ``(n_batches, status, record index)``; ``batch_start[n_batches] = n``.
     """
@@ -171,14 +173,16 @@ def plan_batches(n, payload, ts, rec_off, max_records, max_bytes, may_split, fix
         new_batch = count == 0
         if not new_batch and may_split and (count >= max_records or off - base_off > L.INT32_MAX):
             new_batch = True
+        if not may_split and nb < len(fixed_start) - 1 and i == fixed_start[nb]:
+            new_batch = True
         for attempt in range(2):
             if new_batch:
                 if count > 0:
                     batch_section[nb - 1] = section
                 batch_start[nb] = i
-                base_off = off if may_split else fixed_base_off
+                base_off = off if may_split else fixed_base_off[nb]
                 batch_base_off[nb] = base_off
-                base_ts = fixed_base_ts if has_fixed_base_ts else t
+                base_ts = fixed_base_ts[nb] if not may_split and has_fixed_base_ts[nb] else t
                 batch_base_ts[nb] = base_ts
                 batch_max_ts[nb] = t
                 batch_max_ts_off[nb] = off
@@ -232,7 +236,9 @@ def fill_batches(out, n_batches, position, batch_start, batch_section, batch_bas
                  k_off, k_data, k_bits, k_bit0, v_off, v_data, v_bits, v_bit0,
                  h_off, h_bits, h_bit0, hk_off, hk_data, hk_bits, hk_bit0,
                  hv_off, hv_data, hv_bits, hv_bit0, has_headers):
-    """Write every batch (header with CRC 0, then its records) at ``position[b]`` in ``out``."""
+    """Write every batch (header with CRC 0, then its records) at ``position[b]`` in ``out``;
+    ``partition_leader_epoch``, ``attributes``, ``producer_id`` and ``producer_epoch`` are per
+    batch, like the other ``batch_*`` arrays."""
     for b in range(n_batches):
         p0 = position[b]
         first = batch_start[b]
@@ -242,15 +248,15 @@ def fill_batches(out, n_batches, position, batch_start, batch_section, batch_bas
         store_i64(out, p0 + L.OFFSET_OFFSET, base_off)
         store_i32(out, p0 + L.BATCH_LENGTH_OFFSET,
                   L.RECORD_BATCH_OVERHEAD - L.LOG_OVERHEAD + batch_section[b])
-        store_i32(out, p0 + L.PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch)
+        store_i32(out, p0 + L.PARTITION_LEADER_EPOCH_OFFSET, partition_leader_epoch[b])
         out[p0 + L.MAGIC_OFFSET] = 2
         store_i32(out, p0 + L.CRC_OFFSET, 0)
-        store_i16(out, p0 + L.ATTRIBUTES_OFFSET, attributes)
+        store_i16(out, p0 + L.ATTRIBUTES_OFFSET, attributes[b])
         store_i32(out, p0 + L.LAST_OFFSET_DELTA_OFFSET, last_offset_delta[b])
         store_i64(out, p0 + L.BASE_TIMESTAMP_OFFSET, base_ts)
         store_i64(out, p0 + L.MAX_TIMESTAMP_OFFSET, header_max_ts[b])
-        store_i64(out, p0 + L.PRODUCER_ID_OFFSET, producer_id)
-        store_i16(out, p0 + L.PRODUCER_EPOCH_OFFSET, producer_epoch)
+        store_i64(out, p0 + L.PRODUCER_ID_OFFSET, producer_id[b])
+        store_i16(out, p0 + L.PRODUCER_EPOCH_OFFSET, producer_epoch[b])
         store_i32(out, p0 + L.BASE_SEQUENCE_OFFSET, base_sequence[b])
         store_i32(out, p0 + L.RECORDS_COUNT_OFFSET, last - first)
         p = p0 + L.RECORDS_OFFSET

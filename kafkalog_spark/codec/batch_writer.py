@@ -109,6 +109,33 @@ class _Header:
     log_append_time: int | None  # set iff LogAppendTime
 
 
+@dataclass(frozen=True)
+class FixedBatches:
+    """Caller-defined batches, each with its own header (compaction rebuilds many batches of
+    different producers, codecs and horizons at once): int64 arrays, one entry per batch but
+    ``start`` (one more: batch ``b`` holds records ``start[b]..start[b+1]``, at least one).
+
+    ``base_timestamp`` is used where ``has_base_timestamp`` (a delete horizon; else the first
+    record's timestamp); ``last_offset_delta`` -1 means the last record's;
+    ``log_append_time`` is the max timestamp of the batches whose attributes say LogAppendTime.
+    """
+
+    start: np.ndarray
+    base_offset: np.ndarray
+    base_timestamp: np.ndarray
+    has_base_timestamp: np.ndarray  # bool
+    last_offset_delta: np.ndarray
+    attributes: np.ndarray
+    partition_leader_epoch: np.ndarray
+    producer_id: np.ndarray
+    producer_epoch: np.ndarray
+    base_sequence: np.ndarray
+    log_append_time: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.base_offset)
+
+
 def _raise_status(status: int, index: int, rec: _Records) -> None:
     if status == K.OK:
         return
@@ -116,8 +143,8 @@ def _raise_status(status: int, index: int, rec: _Records) -> None:
     raise _fail(f"{_STATUS_MESSAGES[status]} ({where})")
 
 
-def _plan(rec: _Records, *, may_split: bool, max_records: int, max_bytes: int, fixed_base_off: int,
-          fixed_base_ts: int | None) -> tuple:
+def _plan(rec: _Records, *, max_records: int, max_bytes: int, fixed: FixedBatches | None
+          ) -> tuple:
     n = rec.n
     payload = np.empty(n, dtype=np.int64)
     status, index = K.payload_sizes(n, rec.key[0], rec.key[2], rec.key[3], rec.value[0], rec.value[2],
@@ -126,9 +153,12 @@ def _plan(rec: _Records, *, may_split: bool, max_records: int, max_bytes: int, f
     body = np.empty(n, dtype=np.int64)
     start = np.zeros(n + 2, dtype=np.int64)
     section, base_off, base_ts, max_ts, max_ts_off = (np.zeros(max(n, 1), dtype=np.int64) for _ in range(5))
+    none = np.zeros(0, np.int64)
     nb, status, index = K.plan_batches(
-        n, payload, rec.ts, rec.offsets, max_records, max_bytes, may_split, fixed_base_off,
-        0 if fixed_base_ts is None else fixed_base_ts, fixed_base_ts is not None, body, start,
+        n, payload, rec.ts, rec.offsets, max_records, max_bytes, fixed is None,
+        none if fixed is None else fixed.start, none if fixed is None else fixed.base_offset,
+        none if fixed is None else fixed.base_timestamp,
+        np.zeros(0, np.bool_) if fixed is None else fixed.has_base_timestamp, body, start,
         section, base_off, base_ts, max_ts, max_ts_off)
     _raise_status(status, index, rec)
     return nb, body, start[:nb + 1], section[:nb], base_off[:nb], base_ts[:nb], max_ts[:nb], max_ts_off[:nb]
@@ -139,46 +169,81 @@ def _headers_size_args(rec: _Records) -> tuple:
     return h_off, h_bits, h_bit0, s_bits, s_bit0, hk_off, hk_bits, hk_bit0, hv_off, hv_bits, hv_bit0
 
 
-def _encode(rec: _Records, head: _Header, *, codec: int, level: int | None, may_split: bool,
-            max_records: int, max_bytes: int, fixed_base_off: int = 0,
-            fixed_base_ts: int | None = None, last_offset_delta: int | None = None,
-            empty_max_timestamp: int = L.NO_TIMESTAMP) -> EncodedBatches:
-    if rec.n == 0:  # only encode_batch asks for an empty batch: Kafka's writeEmptyHeader
-        nb, body = 1, np.zeros(0, np.int64)
-        start, section = np.zeros(2, np.int64), np.zeros(1, np.int64)
-        base_off = np.array([fixed_base_off], np.int64)
-        base_ts = np.array([L.NO_TIMESTAMP], np.int64)
-        max_ts = np.array([empty_max_timestamp], np.int64)
-        lod = np.array([last_offset_delta or 0], np.int64)
-        max_ts_off = base_off + lod
-    else:
-        nb, body, start, section, base_off, base_ts, max_ts, max_ts_off = _plan(
-            rec, may_split=may_split, max_records=max_records, max_bytes=max_bytes,
-            fixed_base_off=fixed_base_off, fixed_base_ts=fixed_base_ts)
-        lod = rec.offsets[start[1:] - 1] - base_off
-        if last_offset_delta is not None:
-            if last_offset_delta < lod[0]:
-                raise _fail(f"last_offset_delta {last_offset_delta} is below the last record's "
-                            f"offset delta {int(lod[0])}")
-            lod = np.array([last_offset_delta], np.int64)
-    if head.log_append_time is not None:
-        max_ts = np.full(nb, head.log_append_time, np.int64)
-        if rec.n:
-            max_ts_off = rec.offsets[start[:-1]]
+def _encode(rec: _Records, head: _Header, *, codec: int, level: int | None, max_records: int,
+            max_bytes: int) -> EncodedBatches:
+    """Records cut into batches by count and size, every batch with the header ``head``."""
+    nb, body, start, section, base_off, base_ts, max_ts, max_ts_off = _plan(
+        rec, max_records=max_records, max_bytes=max_bytes, fixed=None)
     if head.base_sequence >= 0:  # sequences run on with offsets: lastSequence + 1 starts the next
         base_seq = (head.base_sequence + (base_off - base_off[0])) % (L.INT32_MAX + 1)
     else:
         base_seq = np.full(nb, head.base_sequence, np.int64)
+    each = (lambda v: np.full(nb, v, np.int64))
+    log_append = head.log_append_time is not None
+    return _write(rec, nb, body, start, section, base_off, base_ts, max_ts, max_ts_off,
+                  lod=rec.offsets[start[1:] - 1] - base_off, base_seq=base_seq,
+                  attributes=each(head.attributes), epoch=each(head.partition_leader_epoch),
+                  producer_id=each(head.producer_id), producer_epoch=each(head.producer_epoch),
+                  log_append=np.full(nb, log_append), log_append_time=each(
+                      head.log_append_time if log_append else 0),
+                  codec=each(codec), level=level)
+
+
+def encode_fixed(rec: _Records, fixed: FixedBatches, level: int | None = None) -> EncodedBatches:
+    """Records in the caller's batches (:class:`FixedBatches`), each batch compressed with the
+    codec its attributes name."""
+    nb, body, start, section, base_off, base_ts, max_ts, max_ts_off = _plan(
+        rec, max_records=L.INT32_MAX, max_bytes=2**62, fixed=fixed)
+    lod = rec.offsets[start[1:] - 1] - base_off
+    given = fixed.last_offset_delta >= 0
+    low = np.flatnonzero(given & (fixed.last_offset_delta < lod))
+    if len(low):
+        b = int(low[0])
+        raise _fail(f"last_offset_delta {int(fixed.last_offset_delta[b])} is below the last "
+                    f"record's offset delta {int(lod[b])} (batch at base offset "
+                    f"{int(base_off[b])})")
+    return _write(rec, nb, body, start, section, base_off, base_ts, max_ts, max_ts_off,
+                  lod=np.where(given, fixed.last_offset_delta, lod),
+                  base_seq=fixed.base_sequence, attributes=fixed.attributes,
+                  epoch=fixed.partition_leader_epoch, producer_id=fixed.producer_id,
+                  producer_epoch=fixed.producer_epoch,
+                  log_append=(fixed.attributes & L.TIMESTAMP_TYPE_MASK) != 0,
+                  log_append_time=fixed.log_append_time,
+                  codec=fixed.attributes & L.CODEC_MASK, level=level)
+
+
+def encode_empty(rec: _Records, head: _Header, *, base_offset: int, last_offset_delta: int,
+                 max_timestamp: int) -> EncodedBatches:
+    """Kafka's empty batch (``writeEmptyHeader``) from no records (``rec``): base timestamp -1,
+    codec none, the given last offset delta and max timestamp (compaction keeps an emptied
+    batch's)."""
+    one = (lambda v: np.array([v], np.int64))
+    return _write(rec, 1, np.zeros(0, np.int64), np.zeros(2, np.int64), one(0), one(base_offset),
+                  one(L.NO_TIMESTAMP), one(max_timestamp), one(base_offset + last_offset_delta),
+                  lod=one(last_offset_delta), base_seq=one(head.base_sequence),
+                  attributes=one(head.attributes), epoch=one(head.partition_leader_epoch),
+                  producer_id=one(head.producer_id), producer_epoch=one(head.producer_epoch),
+                  log_append=np.zeros(1, bool), log_append_time=one(0), codec=one(L.CODEC_NONE),
+                  level=None)
+
+
+def _write(rec: _Records, nb: int, body, start, section, base_off, base_ts, max_ts, max_ts_off, *,
+           lod, base_seq, attributes, epoch, producer_id, producer_epoch, log_append,
+           log_append_time, codec, level) -> EncodedBatches:
+    """Fill, compress and checksum ``nb`` planned batches (per-batch header arrays)."""
+    if log_append.any():  # LogAppendTime: the append time is the max timestamp
+        max_ts = np.where(log_append, log_append_time, max_ts)
+        if rec.n:
+            max_ts_off = np.where(log_append, rec.offsets[start[:-1]], max_ts_off)
     size = section + L.RECORD_BATCH_OVERHEAD
     position = np.zeros(nb, np.int64)
     np.cumsum(size[:-1], out=position[1:])
     out = np.empty(int(size.sum()), dtype=np.uint8)
     h_off, h_bits, h_bit0, s_bits, s_bit0, *hk_hv = rec.headers
     K.fill_batches(out, nb, position, start, section, base_off, base_ts, max_ts, lod, base_seq, body,
-                   rec.ts, rec.offsets, head.partition_leader_epoch, head.attributes,
-                   head.producer_id, head.producer_epoch, *rec.key, *rec.value,
-                   h_off, h_bits, h_bit0, *hk_hv, rec.has_headers)
-    if codec != L.CODEC_NONE:
+                   rec.ts, rec.offsets, epoch, attributes, producer_id, producer_epoch,
+                   *rec.key, *rec.value, h_off, h_bits, h_bit0, *hk_hv, rec.has_headers)
+    if (codec != L.CODEC_NONE).any():
         out, position, size = _compress_batches(out, position, size, codec, level, base_off)
     view = memoryview(out)
     for p, s in zip(position.tolist(), size.tolist()):
@@ -193,14 +258,18 @@ def _crc32c(data: memoryview) -> int:
     return crc32c.crc32c(data)
 
 
-def _compress_batches(out: np.ndarray, position: np.ndarray, size: np.ndarray, codec: int,
-                      level: int | None, base_off: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Replace every batch's records section by its compressed stream (header fields stay)."""
+def _compress_batches(out: np.ndarray, position: np.ndarray, size: np.ndarray,
+                      codec: np.ndarray, level: int | None, base_off: np.ndarray
+                      ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Replace each batch's records section by its compressed stream with the batch's codec
+    (``codec[b]``; none keeps the section; header fields stay)."""
     from .compression import compress
 
     compressed = []
-    for p, s in zip(position.tolist(), size.tolist()):
-        compressed.append(compress(codec, out[p + L.RECORDS_OFFSET:p + s], level=level))
+    for p, s, c in zip(position.tolist(), size.tolist(), codec.tolist()):
+        section = out[p + L.RECORDS_OFFSET:p + s]
+        compressed.append(compress(c, section, level=level) if c != L.CODEC_NONE
+                          else memoryview(section))
     new_size = np.array([L.RECORD_BATCH_OVERHEAD + len(c) for c in compressed], np.int64)
     too_big = np.flatnonzero(new_size - L.LOG_OVERHEAD > L.INT32_MAX)
     if len(too_big):

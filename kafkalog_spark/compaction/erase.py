@@ -39,11 +39,9 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
-import pyarrow as pa
 
 from ..codec import layout as L
 from ..codec.decode import DecodeOptions, decode_to_table
-from ..codec.encode import encode_batch
 from ..codec.scan import scan_entries
 from ..log.discovery import discover
 from ..log.lock import ensure_local, ensure_not_locked, hold_lock
@@ -54,6 +52,7 @@ from ..log.storage import mapped_file, storage_for
 from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
 from .erase_select import DEFAULT_MAX_KEYS, Matcher, Selection
 from .rewrite import batch_spec, cleaned_path, timestamps_ms, windows
+from .window_output import WindowOutput
 
 Step = Callable[[str], None]
 _ROWS = DecodeOptions(include_headers=True, include_metadata=True, include_control=True)
@@ -216,11 +215,10 @@ def _rewrite(buf: np.ndarray, seg: Segment, topic: str, partition: int, erased: 
         row_start = np.searchsorted(entry, np.arange(i0, i1 + 1))
         pos_e = np.searchsorted(erased, offsets)
         keep = ~((pos_e < len(erased)) & (erased[np.minimum(pos_e, len(erased) - 1)] == offsets))
-        cols = {c: rows.column(c).combine_chunks() for c in ("key", "value", "headers")}
-        ts_ms = timestamps_ms(rows.column("timestamp"))
+        window = WindowOutput(buf, rows, timestamps_ms(rows.column("timestamp")))
         for i in (i0 + np.flatnonzero(hit[i0:i1])).tolist():
             pos = int(t.position[i])
-            out.write(buf[copy_from:pos])
+            window.copy(copy_from, pos)
             copy_from = pos + int(t.entry_size[i])
             lo, hi = int(row_start[i - i0]), int(row_start[i - i0 + 1])
             idx = lo + np.flatnonzero(keep[lo:hi])
@@ -228,19 +226,13 @@ def _rewrite(buf: np.ndarray, seg: Segment, topic: str, partition: int, erased: 
             if len(idx):
                 base = int(t.offset[i]) if magic == 2 else int(offsets[idx[0]])
                 # the batch keeps its last offset (a legacy wrapper's is its own offset)
-                spec = batch_spec(t, i, base=base, empty=False, last_delta=int(lasts[i]) - base,
-                                  horizon=int(t.base_timestamp[i]) if horizon_flag[i] else None)
-                take = pa.array(idx)
-                headers = cols["headers"].take(take)
-                if magic < 2:
-                    headers = pa.array([[] for _ in idx], headers.type)
-                out.write(encode_batch(cols["key"].take(take), cols["value"].take(take),
-                                       ts_ms[idx], spec=spec, offset_deltas=offsets[idx] - base,
-                                       headers=headers))
+                window.rebuild(idx, batch_spec(
+                    t, i, base=base, empty=False, last_delta=int(lasts[i]) - base,
+                    horizon=int(t.base_timestamp[i]) if horizon_flag[i] else None))
             elif (magic == 2 and int(t.producer_id[i]) >= 0) or (last_segment and i == len(t) - 1):
-                out.write(encode_batch([], [], [], spec=batch_spec(
-                    t, i, base=int(t.offset[i]), horizon=None,
-                    last_delta=int(t.last_offset_delta[i]), empty=True)))
+                window.empty(batch_spec(t, i, base=int(t.offset[i]), horizon=None,
+                                        last_delta=int(t.last_offset_delta[i]), empty=True))
+        window.write(out)
     out.write(buf[copy_from:int(t.stop_position)])
 
 

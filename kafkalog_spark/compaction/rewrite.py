@@ -43,13 +43,14 @@ import pyarrow.compute as pc
 from ..codec import layout as L
 from ..codec.decode import DecodeOptions, decode_to_table
 from ..codec.digest import key_digests
-from ..codec.encode import BatchSpec, encode_batch
+from ..codec.encode import BatchSpec
 from ..codec.scan import scan_entries
 from ..log import naming as N
 from ..log.atomic import disk_errors
 from ..log.storage import mapped_file, storage_for
 from .key_map import KeyMap
 from .plan import GroupTask, SourceSegment
+from .window_output import WindowOutput
 
 _DECODE = DecodeOptions(include_headers=True, include_metadata=True, include_control=True)
 _KEYS = DecodeOptions(include_metadata=True)
@@ -271,7 +272,7 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray |
             kept_tomb = np.bincount(local, weights=keep & tombstone & ~is_control,
                                     minlength=m) > 0
             row_start = np.concatenate([[0], np.cumsum(per_entry)])
-            ts_ms = cols = None
+            window = WindowOutput(buf, rows)
             for i in range(i0, i1):
                 k = i - i0
                 last = int(lasts[i])
@@ -288,38 +289,28 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray |
                 need_horizon = ((kept_tomb[k] or (discard[i] and control_entry[i]))
                                 and not horizon_flag[i])
                 if kept and kept == per_entry[k] and magic == 2 and not need_horizon:
-                    out.write(buf[pos:pos + size])
+                    window.copy(pos, pos + size)
                     stats["batches_copied"] += 1
                 elif kept:
-                    if ts_ms is None:
-                        # one contiguous array per column: take() on the decoder's chunked
-                        # columns costs time in the window's size, per batch
-                        ts_ms = timestamps_ms(rows.column("timestamp"))
-                        cols = {c: rows.column(c).combine_chunks()
-                                for c in ("key", "value", "headers")}
+                    if window.ts_ms is None:
+                        window.ts_ms = timestamps_ms(rows.column("timestamp"))
                     lo, hi = int(row_start[k]), int(row_start[k + 1])
                     idx = lo + np.flatnonzero(keep[lo:hi])
                     base = int(t.offset[i]) if magic == 2 else int(offsets[idx[0]])
                     h = (now + task.delete_retention_ms) if need_horizon else (
                         int(horizon[i]) if horizon_flag[i] else None)
-                    spec = batch_spec(t, i, base=base, horizon=h, empty=False,
-                                      last_delta=int(t.last_offset_delta[i]) if magic == 2
-                                      else None)
-                    headers = cols["headers"].take(idx)
-                    if magic < 2:
-                        headers = pa.array([[] for _ in range(len(idx))], headers.type)
-                    out.write(encode_batch(cols["key"].take(idx), cols["value"].take(idx),
-                                           ts_ms[idx], spec=spec,
-                                           offset_deltas=offsets[idx] - base, headers=headers))
+                    window.rebuild(idx, batch_spec(
+                        t, i, base=base, horizon=h, empty=False,
+                        last_delta=int(t.last_offset_delta[i]) if magic == 2 else None))
                     stats["batches_rebuilt"] += 1
                 elif retain_empty and magic == 2:
-                    out.write(encode_batch([], [], [], spec=batch_spec(
-                        t, i, base=int(t.offset[i]), horizon=None,
-                        last_delta=int(t.last_offset_delta[i]), empty=True)))
+                    window.empty(batch_spec(t, i, base=int(t.offset[i]), horizon=None,
+                                            last_delta=int(t.last_offset_delta[i]), empty=True))
                     stats["batches_emptied"] += 1
                 else:
                     continue
                 stats["records_kept"] += kept
+            window.write(out)
 
 
 def rewrite_group(task: GroupTask, retained: np.ndarray | KeyMap, sink: BinaryIO | None = None

@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 
 from ..codec import checkpoints as C
 from ..codec import layout as L
-from ..codec.encode import BatchSpec, encode_batch
+from ..codec.encode import BatchSpec, encode_batches
 from ..errors import InvalidOptionError, Location, LogDirError
 from ..log import naming as N
 from ..log.atomic import read_checkpoint_file, write_checkpoint_file
@@ -197,7 +197,7 @@ def _log_end(pdir: Path) -> int:
     return segment_next_offset(segs[-1]) if segs else 0
 
 
-def _batches(rows: pa.Table, where: str) -> Iterator[tuple[int, int, bytes]]:
+def _batches(rows: pa.Table, where: str) -> Iterator[tuple[int, int, memoryview]]:
     """``(base offset, last offset, bytes)`` of each batch of ``rows`` (whole batches, in
     offset order), encoded from the recorded header fields (module docstring)."""
     base = rows["batchBaseOffset"].to_numpy()
@@ -210,7 +210,8 @@ def _batches(rows: pa.Table, where: str) -> Iterator[tuple[int, int, bytes]]:
     keys, values, headers = rows["key"], rows["value"], rows["headers"]
     if headers.null_count:  # v0/v1 records have none
         headers = pa.array([h or [] for h in headers.to_pylist()], headers.type)
-    for i, (a, b) in enumerate(zip(bounds, bounds[1:])):
+    specs = []
+    for i, a in enumerate(bounds[:-1]):
         b0, last = firsts["batchBaseOffset"][i], firsts["batchLastOffset"][i]
         if codecs[i] is None:
             raise LogDirError(f"unknown compression {firsts['compression'][i]!r} in the table",
@@ -218,16 +219,17 @@ def _batches(rows: pa.Table, where: str) -> Iterator[tuple[int, int, bytes]]:
         ts_type = max(int(firsts["timestampType"][i]), 0)
         seq = firsts["sequence"][i]
         base_seq = -1 if seq is None or seq < 0 else (seq - (int(off[a]) - b0)) % (L.INT32_MAX + 1)
-        spec = BatchSpec(base_offset=b0, partition_leader_epoch=firsts["leaderEpoch"][i],
-                         codec=codecs[i], timestamp_type=ts_type,
-                         log_append_time=int(ts_ms[a]) if ts_type == L.LOG_APPEND_TIME else None,
-                         producer_id=firsts["producerId"][i],
-                         producer_epoch=firsts["producerEpoch"][i], base_sequence=base_seq,
-                         is_transactional=bool(firsts["isTransactional"][i]),
-                         is_control=bool(firsts["isControl"][i]), last_offset_delta=last - b0)
-        yield b0, last, encode_batch(keys.slice(a, b - a), values.slice(a, b - a), ts_ms[a:b],
-                                     spec=spec, offset_deltas=off[a:b] - b0,
-                                     headers=headers.slice(a, b - a))
+        specs.append(BatchSpec(
+            base_offset=b0, partition_leader_epoch=firsts["leaderEpoch"][i], codec=codecs[i],
+            timestamp_type=ts_type,
+            log_append_time=int(ts_ms[a]) if ts_type == L.LOG_APPEND_TIME else None,
+            producer_id=firsts["producerId"][i], producer_epoch=firsts["producerEpoch"][i],
+            base_sequence=base_seq, is_transactional=bool(firsts["isTransactional"][i]),
+            is_control=bool(firsts["isControl"][i]), last_offset_delta=last - b0))
+    encoded = encode_batches(keys, values, ts_ms, off, specs=specs, counts=np.diff(bounds),
+                             headers=headers)
+    for i, spec in enumerate(specs):
+        yield spec.base_offset, firsts["batchLastOffset"][i], encoded.batch(i)
 
 
 def _check_transactions(table: Path, tp: Tp, found: Survey, allow_open: bool) -> None:
@@ -324,7 +326,7 @@ class _SegmentWriter:
         self.base = self.size = 0
         self.written: list[int] = []
 
-    def add(self, base: int, last: int, data: bytes) -> None:
+    def add(self, base: int, last: int, data: bytes | memoryview) -> None:
         if self.file is not None and (self.size + len(data) > self.limit
                                       or last - self.base > L.INT32_MAX):
             self._finish()
