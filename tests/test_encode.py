@@ -22,6 +22,7 @@ from kafkalog_spark.codec.encode import (
     BatchSpec,
     EncodedBatches,
     encode_batch,
+    encode_batches,
     encode_end_txn_marker,
     encode_record_batches,
 )
@@ -399,6 +400,71 @@ def test_overridden_last_offset_delta_and_kept_base_offset():
     batch = KafkaPythonBatch(data)
     assert batch.validate_crc() and (batch.base_offset, batch.last_offset_delta) == (100, 9)
     assert [r.offset for r in batch] == [103]
+
+
+def _many_specs() -> list[tuple[BatchSpec, list[int]]]:
+    """Batches as compaction rebuilds them: each its own codec, producer, epoch, timestamp type,
+    delete horizon and kept base/last offsets (offset deltas with gaps)."""
+    out = []
+    for b in range(12):
+        base = 1000 + 100 * b
+        lat = b % 4 == 3
+        out.append((BatchSpec(
+            base_offset=base, partition_leader_epoch=b, codec=b % 5,
+            timestamp_type=L.LOG_APPEND_TIME if lat else L.CREATE_TIME,
+            log_append_time=TS + b if lat else None,
+            producer_id=7 + b if b % 2 else L.NO_PRODUCER_ID,
+            producer_epoch=b if b % 2 else L.NO_PRODUCER_EPOCH,
+            base_sequence=3 * b if b % 2 else L.NO_SEQUENCE, is_transactional=b % 6 == 1,
+            delete_horizon_ms=TS + 10_000 if b % 3 == 0 else None,
+            last_offset_delta=90 if b % 2 else None), [d for d in range(b % 3, 60, 1 + b % 4)]))
+    return out
+
+
+def test_encode_batches_equals_encode_batch_per_batch():
+    """One encode_batches call gives exactly the bytes of encode_batch per batch, and the
+    independent readers read every batch."""
+    specs = _many_specs()
+    keys, values, ts, offsets, headers, expected = [], [], [], [], [], b""
+    for b, (spec, deltas) in enumerate(specs):
+        k = [None if d % 7 == 0 else b"k%d" % d for d in deltas]
+        v = [None if d % 5 == 0 else b"value-%d-%d" % (b, d) * (1 + d % 3) for d in deltas]
+        t = [TS + 10 * d - (b % 2) * 3 for d in deltas]
+        h = [[("h", None if d % 2 else b"x")] if d % 4 == 0 else [] for d in deltas]
+        expected += encode_batch(k, v, t, spec=spec, offset_deltas=deltas, headers=h)
+        keys += k
+        values += v
+        ts += t
+        offsets += [spec.base_offset + d for d in deltas]
+        headers += h
+    got = encode_batches(keys, values, ts, offsets, specs=[s for s, _ in specs],
+                         counts=[len(d) for _, d in specs], headers=headers)
+    assert got.tobytes() == expected
+    assert len(got) == len(specs)
+    assert [int(c) for c in got.record_count] == [len(d) for _, d in specs]
+    for i, (spec, deltas) in enumerate(specs):
+        data = bytes(got.batch(i))
+        batch = KafkaPythonBatch(data)
+        assert batch.validate_crc() and batch.base_offset == spec.base_offset
+        assert [r.offset - spec.base_offset for r in batch] == deltas
+        assert AioBatch(data).validate_crc()
+
+
+def test_encode_batches_refuses_bad_counts_and_offsets():
+    spec = BatchSpec(base_offset=10)
+    with pytest.raises(InvalidOptionError, match="at least one record"):
+        encode_batches([b"k"], [b"v"], [TS], [10], specs=[spec, spec], counts=[1, 0])
+    with pytest.raises(InvalidOptionError, match="add up"):
+        encode_batches([b"k"], [b"v"], [TS], [10], specs=[spec], counts=[2])
+    with pytest.raises(InvalidOptionError, match="offset delta"):  # below its batch's base
+        encode_batches([b"a", b"b"], [b"v", b"v"], [TS, TS], [10, 11],
+                       specs=[spec, BatchSpec(base_offset=20)], counts=[1, 1])
+    with pytest.raises(InvalidOptionError, match="last_offset_delta 0 is below"):
+        encode_batches([b"a", b"b"], [b"v", b"v"], [TS, TS], [10, 11],
+                       specs=[BatchSpec(base_offset=10, last_offset_delta=0)], counts=[2])
+    with pytest.raises(InvalidOptionError, match="max_timestamp is only for empty"):
+        encode_batches([b"k"], [b"v"], [TS], [10],
+                       specs=[BatchSpec(base_offset=10, max_timestamp=TS)], counts=[1])
 
 
 # --- property tests -------------------------------------------------------------------------
