@@ -4,6 +4,7 @@ retention planning.
     .venv/bin/python benchmarks/bench_compaction.py [--records N] [--repeat R]
                                                     [--warmup W] [--variants local,spark,...]
     .venv/bin/python benchmarks/bench_compaction.py --memory [--records N] [--dedupe-mib M]
+    .venv/bin/python benchmarks/bench_compaction.py --passes 128,16,4 [--records N]
 
 Throughput (default): one generated single-partition log (100-byte values, 10% unique keys,
 16 MiB segments) is compacted with ``--force`` by every variant — the local engine with key
@@ -22,6 +23,12 @@ and, for contrast, with exact keys (one in-memory aggregation, no bound); prints
 anonymous memory (``RssAnon``, sampled every 5 ms) before and at its peak during the
 compaction, its ``VmHWM`` (which also counts the mapped segment files' page cache), and the
 passes taken.
+
+Passes (``--passes``): the local engine compacts fresh copies of one log (``--records``, keys
+10% unique) with each key-map budget given (MiB), each in a fresh child process; a budget
+smaller than the distinct keys takes several passes (Kafka's cleaner rounds, each cleaning up to
+where its map filled). Prints passes, records and bytes read, seconds and each run's time as a
+multiple of the first budget's.
 
 Then retention is planned over a log dir of ``--segments`` small segments. Prints markdown
 tables headed by machine, date and command. Timings are printed, never asserted.
@@ -174,7 +181,36 @@ def child_rss(args) -> None:
     print("RESULT " + json.dumps({"bytes": size, "peak_kib": anon.peak, "before_kib": anon.before,
                                   "hwm_kib": _status_kib("VmHWM"),
                                   "passes": r.metrics["passes"], "wall": wall,
-                                  "kept": r.metrics["records_kept"]}))
+                                  "kept": r.metrics["records_kept"],
+                                  "records_read": r.metrics.get("records_read", 0),
+                                  "bytes_read": r.metrics.get("bytes_read", 0)}))
+
+
+def run_child(copy: Path, mib: int, exact: bool = False) -> dict:
+    """Compact ``copy`` in a fresh process (:func:`child_rss`) and return its result."""
+    cmd = [sys.executable, __file__, "--child", str(copy), "--dedupe-mib", str(mib)]
+    out = subprocess.run(cmd + (["--exact"] if exact else []), capture_output=True,
+                         text=True, check=True).stdout
+    return json.loads([x for x in out.splitlines() if x.startswith("RESULT ")][-1][7:])
+
+
+def passes(args, root: Path) -> list[str]:
+    src = make_log(root / "src", args.records)
+    lines = [f"{args.records:,} records, {log_bytes(src) / 1e9:.2f} GB, {args.records // 10:,} "
+             "distinct keys; local engine, each budget in a fresh process on a fresh copy\n",
+             "| dedupe buffer MiB | passes | records read | bytes read GB | seconds | x first |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    first = None
+    for mib in (int(m) for m in args.passes.split(",")):
+        copy = root / "copy"
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(src, copy)
+        r = run_child(copy, mib)
+        first = first or r["wall"]
+        lines.append(f"| {mib} | {r['passes']} | {r['records_read'] / 1e6:.1f} M | "
+                     f"{r['bytes_read'] / 1e9:.2f} | {r['wall']:.2f} | {r['wall'] / first:.1f} |")
+    shutil.rmtree(root / "copy", ignore_errors=True)
+    return lines
 
 
 def memory(args, root: Path) -> list[str]:
@@ -191,10 +227,7 @@ def memory(args, root: Path) -> list[str]:
             copy = root / "copy"
             shutil.rmtree(copy, ignore_errors=True)
             shutil.copytree(src, copy)
-            cmd = [sys.executable, __file__, "--child", str(copy), "--dedupe-mib", str(mib)]
-            out = subprocess.run(cmd + (["--exact"] if exact else []), capture_output=True,
-                                 text=True, check=True).stdout
-            r = json.loads([x for x in out.splitlines() if x.startswith("RESULT ")][-1][7:])
+            r = run_child(copy, mib, exact)
             lines.append(f"| {n:,} | {r['bytes'] / 1e6:.0f} | {n // 10:,} | "
                          f"{'exact (no bound)' if exact else 'digest map'} | "
                          f"{'-' if exact else mib} | {r['passes']} | "
@@ -213,6 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", default="local,spark,local-exact,spark-exact")
     p.add_argument("--memory", action="store_true", help="key-map memory as data grows")
     p.add_argument("--dedupe-mib", type=int, default=16)
+    p.add_argument("--passes", default=None, help="key-map budgets in MiB, e.g. 128,16,4")
     p.add_argument("--segments", type=int, default=10_000)
     p.add_argument("--child", default=None, help=argparse.SUPPRESS)
     p.add_argument("--exact", action="store_true", help=argparse.SUPPRESS)
@@ -222,7 +256,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
-        lines = memory(args, root) if args.memory else throughput(args, root)
+        lines = (memory(args, root) if args.memory else passes(args, root) if args.passes
+                 else throughput(args, root))
         many = make_segments(root, args.segments)
         t0 = time.perf_counter()
         (plan,) = plan_retention(many, now_ms=2**62, options={"retention.ms": 1})

@@ -16,7 +16,12 @@ order alternating each round), ``--rounds`` timed rounds after ``--warmup`` unti
 * **offset range**: 1% of the large segment's offsets, from its middle
   (``start_offset``/``end_offset``): rows/s and requests as above, the bytes fetched (split by
   file kind: ``.log``, ``.index``, other) and the bytes *needed* — the byte span of the batches
-  holding those offsets, found with ``scan_entries`` on the local ``.log`` — and their ratio.
+  holding those offsets, found with ``scan_entries`` on the local ``.log`` — and their ratio;
+* **timestamp lookup**: discovery and the first offset whose timestamp reaches the timestamp
+  of the large segment's middle record (``offset_for_timestamp``, what ``startingTimestamp``
+  and timestamp filters plan with): seconds, requests and bytes fetched by file kind against
+  the large segment's size (each segment's ``.timeindex`` and ``.index``, then only the ranges
+  they point to).
 
 The warm-up round also checks that both contenders return equal tables. Targets, printed next
 to the figures and never asserted: full scan ≥ 0.7× local; range read ``.log`` bytes fetched
@@ -55,6 +60,7 @@ from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary  # noqa: E402
 
 from kafkalog_spark import read_log, write_log  # noqa: E402
 from kafkalog_spark.codec.scan import scan_entries  # noqa: E402
+from kafkalog_spark.datasource.plan import offset_for_timestamp  # noqa: E402
 from kafkalog_spark.log.discovery import discover  # noqa: E402
 from kafkalog_spark.log.lookup import forget_remote_indexes  # noqa: E402
 from kafkalog_spark.log.storage import as_path, mapped_file, storage_for  # noqa: E402
@@ -225,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-object-store-"))
     full_rows: list[str] = []
     range_rows: list[str] = []
+    ts_rows: list[str] = []
     data_notes: list[str] = []
     profiles: list[str] = []
     try:
@@ -313,6 +320,29 @@ def main(argv: list[str] | None = None) -> int:
                     f"{got_log / 1e3:,.1f} | **{got_log / need:.3f}** | ≤ 1.2x | "
                     f"{got_index / 1e3:,.1f} ({(seg.index_size or 0) / 1e3:,.1f}) | "
                     f"{got_other / 1e3:,.1f} | {fetched / need:.3f} |")
+
+                # timestamp lookup: the middle record of the large segment
+                mid = (base + stop) // 2
+                ts_ms = read_log(local, start_offset=mid, end_offset=mid + 1).column(
+                    "timestamp").cast(pa.int64())[0].as_py() // 1000
+
+                def lookup(path) -> pa.Table:
+                    (part,) = discover(path).all_partition_dirs()
+                    return pa.table({"offset": [offset_for_timestamp(part, ts_ms)]})
+
+                times, reqs, _ = run_pair(
+                    {"local": lambda: lookup(local), "s3": lambda: lookup(as_path(uri, opts))},
+                    storage, a.warmup, a.rounds)
+                got = {k: statistics.median(r.get(f"bytes.{k}", 0) for r in reqs)
+                       for k in ("log", "index", "timeindex")}
+                fetched = statistics.median(r["bytes"] for r in reqs)
+                ts_rows.append(
+                    f"| {codec} | {ts_ms} | {statistics.median(times['local']) * 1e3:.1f} | "
+                    f"{statistics.median(times['s3']) * 1e3:.1f} | {one(reqs, 'get')} | "
+                    f"{one(reqs, 'head')} | {one(reqs, 'list')} | {got['timeindex'] / 1e3:,.1f} | "
+                    f"{got['index'] / 1e3:,.1f} | {got['log'] / 1e3:,.1f} | "
+                    f"{fetched / 1e3:,.1f} | {mb(seg.log_size)} | "
+                    f"**{fetched / seg.log_size:.4f}** |")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -343,6 +373,12 @@ def main(argv: list[str] | None = None) -> int:
           "| other kB | all fetched / needed |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|")
     print("\n".join(range_rows))
+    print("\nTimestamp lookup (discovery + `offset_for_timestamp` of the largest segment's middle "
+          "record's timestamp); kB fetched by file kind\n")
+    print("| codec | timestamp ms | local ms | S3 ms | GET | HEAD | LIST | .timeindex kB "
+          "| .index kB | .log kB | all fetched kB | largest segment MB | fetched / segment |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("\n".join(ts_rows))
     if profiles:
         print("\n" + "\n".join(profiles))
     return 0

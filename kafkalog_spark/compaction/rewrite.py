@@ -53,7 +53,7 @@ from .plan import GroupTask, SourceSegment
 from .window_output import WindowOutput
 
 _DECODE = DecodeOptions(include_headers=True, include_metadata=True, include_control=True)
-_KEYS = DecodeOptions(include_metadata=True)
+_KEYS = DecodeOptions(columns=("key", "offset", "batchLastOffset"))  # values are not copied
 
 
 @dataclass
