@@ -24,12 +24,20 @@ targets: kafkalog ≥ 0.95× the ceiling shipping the same columns in every row,
 
     .venv/bin/python benchmarks/bench_datasource_ceiling.py                 # 2 M records
     .venv/bin/python benchmarks/bench_datasource_ceiling.py --records 500000 --repeat 3
+    .venv/bin/python benchmarks/bench_datasource_ceiling.py --task-times   # where the gap is
+
+``--task-times`` times, inside the Python workers, how long each task's ``read()`` generator
+takes to produce its batches (the source's own work, without Spark consuming them) for
+``kafkalog pruned`` and ``ceiling pruned`` on the 2-column query: what a decoding source adds
+to a source that decodes nothing, next to the whole query's time.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import platform
+import statistics
 import shutil
 import sys
 import tempfile
@@ -103,6 +111,64 @@ class IpcReader(DataSourceReader):
                 b.columns, schema=self.arrow)
 
 
+# --- task times: each read() generator's own time, inside the Python workers ---------------
+
+def _timed(batches: Iterator[pa.RecordBatch], tag: str, log: str) -> Iterator[pa.RecordBatch]:
+    produce, rows, t0 = 0.0, 0, time.perf_counter()
+    it = iter(batches)
+    while True:
+        s = time.perf_counter()
+        try:
+            b = next(it)
+        except StopIteration:
+            produce += time.perf_counter() - s
+            break
+        produce += time.perf_counter() - s
+        rows += b.num_rows
+        yield b
+    with open(log, "a") as f:
+        f.write(f"{tag} {produce:.6f} {time.perf_counter() - t0:.6f} {rows}\n")
+
+
+def timed_sources(log: str) -> list[type]:
+    """``kafkalog`` and ``arrowipc`` under the names ``kafkalog_timed`` / ``arrowipc_timed``,
+    their tasks appending ``(source, produce s, task s, rows)`` lines to ``log`` (the classes
+    are defined here, in ``__main__``, so Spark ships them by value)."""
+    from kafkalog_spark.datasource import KafkaLogDataSource
+
+    def timed_reader(base: type, name: str, tag: str) -> type:
+        def reader(self, schema):
+            r = base.reader(self, schema)
+            read = r.read
+            r.read = lambda part: _timed(read(part), tag, log)
+            return r
+        return type(name, (base,), {"name": classmethod(lambda cls: name), "reader": reader})
+
+    return [timed_reader(KafkaLogDataSource, "kafkalog_timed", "kafkalog"),
+            timed_reader(ArrowIpcSource, "arrowipc_timed", "ceiling")]
+
+
+def task_times(spark, logs: str, ipc: str, repeat: int, log: str) -> list[str]:
+    for src in timed_sources(log):
+        spark.dataSource.register(src)
+    frames = {"kafkalog": spark.read.format("kafkalog_timed").schema(VALUE_DDL).load(logs),
+              "ceiling": spark.read.format("arrowipc_timed").schema(VALUE_DDL).load(ipc)}
+    for df in frames.values():
+        value_query(df)  # warm-up
+    open(log, "w").close()
+    best = interleaved({k: (lambda df=df: value_query(df)) for k, df in frames.items()}, repeat)
+    lines = [x.split() for x in open(log).read().splitlines()]
+    out = []
+    for k in frames:
+        mine = [(float(p), float(w), int(n)) for tag, p, w, n in lines if tag == k]
+        produce = statistics.median(p for p, _, _ in mine)
+        wall = statistics.median(w for _, w, _ in mine)
+        rows = statistics.median(n for _, _, n in mine)
+        out.append(f"| {k} pruned | {best[k]:.3f} | {len(mine) // repeat} | {rows:,.0f} | "
+                   f"{produce * 1e3:.1f} | {produce / rows * 1e9:.0f} | {wall * 1e3:.1f} |")
+    return out
+
+
 # --- the benchmark ---------------------------------------------------------------------------
 
 def full_query(df) -> list:
@@ -148,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--codecs", default="none,lz4")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--task-times", action="store_true",
+                    help="time each task's read() inside the workers (2-column query, first codec)")
     a = ap.parse_args(argv)
     from kafkalog_spark.spark import session
 
@@ -166,6 +234,19 @@ def main(argv: list[str] | None = None) -> int:
             str(work / "parquet"))
         parquet = spark.read.parquet(str(work / "parquet"))
         ipc = str(work / "ipc")
+        if a.task_times:
+            rows = task_times(spark, str(work / f"logs-{codecs[0]}"), ipc, a.repeat,
+                              str(work / "tasks.txt"))
+            spark.stop()
+            print(f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  \n"
+                  f"Command: `{' '.join([Path(sys.executable).name, *sys.argv])}`  \n"
+                  f"{a.records:,} records, codec {codecs[0]}, {a.partitions} partitions, "
+                  f"{a.master}; 2-column query, medians over the tasks of {a.repeat} runs\n")
+            print("| source | best query s | tasks per query | rows per task | produce ms per "
+                  "task | produce ns per row | task ms (produce + Spark consuming) |")
+            print("|---|---:|---:|---:|---:|---:|---:|")
+            print("\n".join(rows))
+            return 0
         for codec in codecs:
             logs = str(work / f"logs-{codec}")
             for qname, (query, ddl) in QUERIES.items():
