@@ -12,6 +12,7 @@ dumping and record decoding all share.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -144,8 +145,9 @@ class EntryTable:
     def stop_reason(self) -> str:
         return STOP_REASONS[self.stop_code]
 
-    @property
+    @cached_property
     def codec(self) -> np.ndarray:
+        """Each entry's codec id (computed once: decoders ask per entry)."""
         return (self.attributes & L.CODEC_MASK).astype(np.int8)
 
     @property
