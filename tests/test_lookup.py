@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -14,7 +15,8 @@ from kafkalog_spark.codec.index_rebuild import build_indexes
 from kafkalog_spark.codec.scan import scan_entries
 from kafkalog_spark.log.discovery import discover
 from kafkalog_spark.log.model import Segment
-from kafkalog_spark.log.lookup import find_offset, find_timestamp, position_for_offset
+from kafkalog_spark.log import lookup
+from kafkalog_spark.log.lookup import LogBytes, find_offset, find_timestamp, position_for_offset
 from kafkalog_spark.log.naming import segment_file_name
 
 KRAFT = "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data"
@@ -99,6 +101,46 @@ def test_lookups_equal_a_plain_walk(partition: Path) -> None:
             assert hit.index_problem is None and hit.max_timestamp >= target
             used += hit.index_used
     assert used > 5
+
+
+def test_walks_that_fetch_as_they_go_answer_the_same(tmp_path: Path, monkeypatch) -> None:
+    """Lookups over a segment whose bytes arrive only as walks ask for them (an object
+    store's LogBytes) answer as the plain walk does, and fetch a small part of the segment."""
+    part = tmp_path / "big-0"
+    part.mkdir()
+    write_segment(part, 0, [batch(3 * b, [5000 + 10 * b] * 3, value_size=60)
+                            for b in range(2000)], interval=4096)
+    (p,) = discover(part).partitions
+    (seg,) = p.segments
+    rows = walk([seg])
+    fetched: list[tuple[int, int]] = []
+
+    @contextmanager
+    def remote(s: Segment):
+        data = np.fromfile(s.log, np.uint8)
+
+        def fetch(ranges):
+            fetched.extend(ranges)
+            return [data[lo:hi].tobytes() for lo, hi in ranges]
+
+        yield LogBytes(np.zeros(len(data), np.uint8), fetch)
+
+    monkeypatch.setattr(lookup, "log_bytes", remote)
+    for target in (4990, 5000, 5000 + 10 * 700 + 5, 5000 + 10 * 1999, 5000 + 10 * 2000):
+        fetched.clear()
+        assert where(find_timestamp(p, target)) == expected_time(rows, target), target
+        assert 0 < sum(hi - lo for lo, hi in fetched) < seg.log_size / 3, (target, fetched)
+    end = scan_entries(np.fromfile(seg.log, np.uint8)).stop_position
+    for target in (0, 1, 3 * 1000 + 2, 5999, 6000):
+        expected = expected_offset(rows, target)
+        for lookup_of in (lambda: where(find_offset(p, target)),
+                          lambda: position_for_offset(seg, target)):
+            fetched.clear()
+            got = lookup_of()
+            assert got in (expected, expected[1] if expected else end), target
+            assert len(set(fetched)) == len(fetched)  # no byte range fetched twice
+            if expected is not None:
+                assert sum(hi - lo for lo, hi in fetched) < seg.log_size / 3, (target, fetched)
 
 
 def test_offset_semantics(partition: Path) -> None:
