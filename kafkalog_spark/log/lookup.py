@@ -325,45 +325,50 @@ def _sorted(segments: PartitionDir | Sequence[Segment]) -> list[Segment]:
     return sorted(segs, key=lambda s: s.base_offset)
 
 
-_REMOTE_INDEXES: OrderedDict[tuple[str, int | None], OffsetIndex | None] = OrderedDict()
+_REMOTE_INDEXES: OrderedDict[tuple[str, int | None], OffsetIndex | TimeIndex] = OrderedDict()
 _REMOTE_INDEXES_LOCK = threading.Lock()
-_REMOTE_INDEXES_KEPT = 64  # parsed offset indexes of object-store segments kept per process
+_REMOTE_INDEXES_KEPT = 64  # parsed index files of object-store segments kept per process
 
 
 def forget_remote_indexes() -> None:
-    """Drop the parsed offset indexes kept for object-store segments (benchmarks measure the
+    """Drop the parsed index files kept for object-store segments (benchmarks measure the
     first read of a segment with this)."""
     with _REMOTE_INDEXES_LOCK:
         _REMOTE_INDEXES.clear()
 
 
 def offset_index(seg: Segment) -> OffsetIndex | None:
-    """The segment's parsed offset index (``None``: it has none). An object-store segment's is kept (a few, by file
-    and size): one read of a split looks it up twice, a GET each time otherwise."""
+    """The segment's parsed offset index (``None``: it has none). An object-store segment's
+    is kept (a few, by file and size): one read of a split looks it up twice, a GET each time
+    otherwise."""
     if seg.index is None:
         return None
-    if is_local(storage_for(seg.index)):
-        return _read_offset_index(seg)
-    key = (str(seg.index), seg.index_size)
-    with _REMOTE_INDEXES_LOCK:
-        if key in _REMOTE_INDEXES:
-            _REMOTE_INDEXES.move_to_end(key)
-            return _REMOTE_INDEXES[key]
-    index = _read_offset_index(seg)
-    with _REMOTE_INDEXES_LOCK:
-        _REMOTE_INDEXES[key] = index
-        while len(_REMOTE_INDEXES) > _REMOTE_INDEXES_KEPT:
-            _REMOTE_INDEXES.popitem(last=False)
-    return index
-
-
-def _read_offset_index(seg: Segment) -> OffsetIndex:
-    with mapped_file(seg.index) as buf:  # the parsed index holds copies, not views
-        return read_offset_index(buf, seg.base_offset, file=str(seg.index))
+    return _kept(seg.index, seg.index_size,
+                 lambda buf: read_offset_index(buf, seg.base_offset, file=str(seg.index)))
 
 
 def _time_index(seg: Segment) -> TimeIndex | None:
     if seg.timeindex is None:
         return None
-    with mapped_file(seg.timeindex) as buf:
-        return read_time_index(buf, seg.base_offset, file=str(seg.timeindex))
+    return _kept(seg.timeindex, seg.timeindex_size,
+                 lambda buf: read_time_index(buf, seg.base_offset, file=str(seg.timeindex)))
+
+
+def _kept(path, size: int | None, parse):
+    """``parse`` of the index file ``path`` (the parsed index holds copies, not views); kept
+    per process for an object-store file (:data:`_REMOTE_INDEXES_KEPT`, by file and size)."""
+    remote = not is_local(storage_for(path))
+    key = (str(path), size)
+    if remote:
+        with _REMOTE_INDEXES_LOCK:
+            if key in _REMOTE_INDEXES:
+                _REMOTE_INDEXES.move_to_end(key)
+                return _REMOTE_INDEXES[key]
+    with mapped_file(path) as buf:
+        index = parse(buf)
+    if remote:
+        with _REMOTE_INDEXES_LOCK:
+            _REMOTE_INDEXES[key] = index
+            while len(_REMOTE_INDEXES) > _REMOTE_INDEXES_KEPT:
+                _REMOTE_INDEXES.popitem(last=False)
+    return index
