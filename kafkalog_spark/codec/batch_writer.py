@@ -132,9 +132,6 @@ class FixedBatches:
     base_sequence: np.ndarray
     log_append_time: np.ndarray
 
-    def __len__(self) -> int:
-        return len(self.base_offset)
-
 
 def _raise_status(status: int, index: int, rec: _Records) -> None:
     if status == K.OK:
@@ -154,12 +151,11 @@ def _plan(rec: _Records, *, max_records: int, max_bytes: int, fixed: FixedBatche
     start = np.zeros(n + 2, dtype=np.int64)
     section, base_off, base_ts, max_ts, max_ts_off = (np.zeros(max(n, 1), dtype=np.int64) for _ in range(5))
     none = np.zeros(0, np.int64)
+    bounds = ((none, none, none, np.zeros(0, np.bool_)) if fixed is None else
+              (fixed.start, fixed.base_offset, fixed.base_timestamp, fixed.has_base_timestamp))
     nb, status, index = K.plan_batches(
-        n, payload, rec.ts, rec.offsets, max_records, max_bytes, fixed is None,
-        none if fixed is None else fixed.start, none if fixed is None else fixed.base_offset,
-        none if fixed is None else fixed.base_timestamp,
-        np.zeros(0, np.bool_) if fixed is None else fixed.has_base_timestamp, body, start,
-        section, base_off, base_ts, max_ts, max_ts_off)
+        n, payload, rec.ts, rec.offsets, max_records, max_bytes, fixed is None, *bounds, body,
+        start, section, base_off, base_ts, max_ts, max_ts_off)
     _raise_status(status, index, rec)
     return nb, body, start[:nb + 1], section[:nb], base_off[:nb], base_ts[:nb], max_ts[:nb], max_ts_off[:nb]
 

@@ -133,9 +133,6 @@ def encode_batch(keys: Any, values: Any, timestamps: Any, *, spec: BatchSpec,
         return encode_empty(rec, _header(spec), base_offset=spec.base_offset,
                             last_offset_delta=spec.last_offset_delta or 0,
                             max_timestamp=L.NO_TIMESTAMP if max_ts is None else max_ts).tobytes()
-    if spec.max_timestamp is not None:
-        _check_spec(spec)
-        raise _fail("max_timestamp is only for empty batches; a batch with records computes it")
     return encode_batches(key_arr, value_arr, ts_arr, spec.base_offset + deltas, specs=[spec],
                           counts=[n], headers=headers).tobytes()
 

@@ -51,7 +51,7 @@ from ..log.atomic import disk_errors
 from ..log.storage import mapped_file, storage_for
 from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
 from .erase_select import DEFAULT_MAX_KEYS, Matcher, Selection
-from .rewrite import batch_spec, cleaned_path, timestamps_ms, windows
+from .rewrite import batch_spec, cleaned_path, windows
 from .window_output import WindowOutput
 
 Step = Callable[[str], None]
@@ -215,7 +215,7 @@ def _rewrite(buf: np.ndarray, seg: Segment, topic: str, partition: int, erased: 
         row_start = np.searchsorted(entry, np.arange(i0, i1 + 1))
         pos_e = np.searchsorted(erased, offsets)
         keep = ~((pos_e < len(erased)) & (erased[np.minimum(pos_e, len(erased) - 1)] == offsets))
-        window = WindowOutput(buf, rows, timestamps_ms(rows.column("timestamp")))
+        window = WindowOutput(buf, rows)
         for i in (i0 + np.flatnonzero(hit[i0:i1])).tolist():
             pos = int(t.position[i])
             window.copy(copy_from, pos)

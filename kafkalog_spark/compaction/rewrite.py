@@ -69,12 +69,6 @@ class GroupOutput:
     path: str | None = None
 
 
-def timestamps_ms(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    """Arrow µs timestamps as int64 ms, null (no timestamp) as -1."""
-    arr = pc.fill_null(pc.divide(ts.cast(pa.int64()), 1000), -1)
-    return np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)
-
-
 WINDOW_BYTES = 16 << 20  # batch bytes decoded at once: memory does not grow with segment size
 
 
@@ -292,8 +286,6 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray |
                     window.copy(pos, pos + size)
                     stats["batches_copied"] += 1
                 elif kept:
-                    if window.ts_ms is None:
-                        window.ts_ms = timestamps_ms(rows.column("timestamp"))
                     lo, hi = int(row_start[k]), int(row_start[k + 1])
                     idx = lo + np.flatnonzero(keep[lo:hi])
                     base = int(t.offset[i]) if magic == 2 else int(offsets[idx[0]])

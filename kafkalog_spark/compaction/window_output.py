@@ -13,23 +13,28 @@ from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ..codec.encode import BatchSpec, encode_batch, encode_batches
+
+
+def timestamps_ms(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Arrow µs timestamps as int64 ms, null (no timestamp) as -1."""
+    arr = pc.fill_null(pc.divide(ts.cast(pa.int64()), 1000), -1)
+    return np.asarray(arr.to_numpy(zero_copy_only=False), np.int64)
 
 
 class WindowOutput:
     """Collects one window's output in order; :meth:`write` encodes and writes it.
 
     ``buf`` is the source segment's bytes; ``rows`` the window's decoded rows (``key``,
-    ``value``, ``headers``, ``offset``) and ``ts_ms`` their timestamps in milliseconds, which
-    rebuilt batches take records from by row index.
+    ``value``, ``headers``, ``timestamp``, ``offset``), which rebuilt batches take records
+    from by row index.
     """
 
-    def __init__(self, buf: np.ndarray, rows: pa.Table | None = None,
-                 ts_ms: np.ndarray | None = None) -> None:
+    def __init__(self, buf: np.ndarray, rows: pa.Table) -> None:
         self.buf = buf
         self.rows = rows
-        self.ts_ms = ts_ms
         self._pieces: list[tuple[int, int, int]] = []  # (kind, a, b)
         self._empties: list[bytes] = []
         self._specs: list[BatchSpec] = []
@@ -60,12 +65,12 @@ class WindowOutput:
         """Encode the rebuilt batches (one call) and write everything in order."""
         encoded = None
         if self._specs:
-            assert self.rows is not None and self.ts_ms is not None
             idx = np.concatenate(self._rows)
             take = pa.array(idx)
             encoded = encode_batches(
                 self.rows.column("key").take(take), self.rows.column("value").take(take),
-                self.ts_ms[idx], self.rows.column("offset").to_numpy()[idx],
+                timestamps_ms(self.rows.column("timestamp").take(take)),
+                self.rows.column("offset").to_numpy()[idx],
                 specs=self._specs, counts=[len(r) for r in self._rows],
                 headers=self.rows.column("headers").take(take))
         for kind, a, b in self._pieces:

@@ -210,7 +210,7 @@ def _batches(rows: pa.Table, where: str) -> Iterator[tuple[int, int, memoryview]
     keys, values, headers = rows["key"], rows["value"], rows["headers"]
     if headers.null_count:  # v0/v1 records have none
         headers = pa.array([h or [] for h in headers.to_pylist()], headers.type)
-    specs = []
+    specs, lasts = [], []
     for i, a in enumerate(bounds[:-1]):
         b0, last = firsts["batchBaseOffset"][i], firsts["batchLastOffset"][i]
         if codecs[i] is None:
@@ -226,10 +226,11 @@ def _batches(rows: pa.Table, where: str) -> Iterator[tuple[int, int, memoryview]
             producer_id=firsts["producerId"][i], producer_epoch=firsts["producerEpoch"][i],
             base_sequence=base_seq, is_transactional=bool(firsts["isTransactional"][i]),
             is_control=bool(firsts["isControl"][i]), last_offset_delta=last - b0))
+        lasts.append(last)
     encoded = encode_batches(keys, values, ts_ms, off, specs=specs, counts=np.diff(bounds),
                              headers=headers)
-    for i, spec in enumerate(specs):
-        yield spec.base_offset, firsts["batchLastOffset"][i], encoded.batch(i)
+    for i, (spec, last) in enumerate(zip(specs, lasts)):
+        yield spec.base_offset, last, encoded.batch(i)
 
 
 def _check_transactions(table: Path, tp: Tp, found: Survey, allow_open: bool) -> None:

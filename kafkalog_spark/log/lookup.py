@@ -135,9 +135,11 @@ def position_for_offset(segment: Segment, offset: int, *,
     """
     if log_buffer is None:
         with log_bytes(segment) as log:
-            hit = _offset_in(segment, log, offset_index(segment), offset)
-            return hit.position if hit is not None else log.walk(0).stop_position
-    log = LogBytes(log_buffer)
+            return _position(segment, log, offset)
+    return _position(segment, LogBytes(log_buffer), offset)
+
+
+def _position(segment: Segment, log: LogBytes, offset: int) -> int:
     hit = _offset_in(segment, log, offset_index(segment), offset)
     return hit.position if hit is not None else log.walk(0).stop_position
 
