@@ -169,7 +169,7 @@ INJECT = textwrap.dedent('''
 
 
     def _install():
-        from kafkalog_spark.compaction import rewrite, spark_job
+        from kafkalog_spark.compaction import key_shuffle, rewrite, spark_job
         from kafkalog_spark.datasource import writer
         from kafkalog_spark.delta import spark_job as delta_job
 
@@ -180,13 +180,13 @@ INJECT = textwrap.dedent('''
 
         writer.KafkaLogWriter.write = slow_write
 
-        keys = spark_job._KeyReader.read
+        keys = key_shuffle.key_task
 
-        def slow_keys(self, partition):
+        def slow_keys(*args):
             pause = _start("keys")
-            return _slowly(keys(self, partition), pause)
+            return _slowly(keys(*args), pause)
 
-        spark_job._KeyReader.read = slow_keys
+        key_shuffle.key_task = slow_keys
 
         rewrite_task, rewrite_group = spark_job.rewrite_task, rewrite.rewrite_group
         state = {"gate": None}

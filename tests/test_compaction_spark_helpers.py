@@ -1,6 +1,6 @@
-"""The Spark compaction engine's pieces without a Spark session: key batches, chunking, the
-retained-offset folder a task reads, and a task's in-place rewrite (same bytes as the local
-rewrite)."""
+"""The Spark compaction engine's pieces without a Spark session: chunking, the key shuffle's map
+and reduce tasks (the surviving offsets per piece equal the local engine's), and a task's
+rewrite (same bytes as the local rewrite)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from kafkalog_spark.compaction.compact import plan_log_dir
@@ -16,10 +15,10 @@ from kafkalog_spark.codec.digest import key_digests
 from kafkalog_spark.compaction.rewrite import (cleaned_path, key_rows, retained_offsets_local,
                                                rewrite_group)
 from kafkalog_spark.compaction.key_map import combine_keys
-from kafkalog_spark.compaction.spark_job import (chunk_batches, chunk_tasks, concat_task,
-                                                 group_items, key_table, read_retained,
-                                                 rewrite_pieces, rewrite_task, row_schema,
-                                                 segment_tasks)
+from kafkalog_spark.compaction.key_shuffle import (bucket_count, buckets_of, key_table,
+                                                   key_task, retained_task, row_schema)
+from kafkalog_spark.compaction.spark_job import (chunk_tasks, concat_task, group_items,
+                                                 rewrite_pieces, rewrite_task, segment_tasks)
 from kafkalog_spark.log.discovery import discover
 
 from test_compaction import T, build_partition, rec, worked_example
@@ -62,8 +61,7 @@ def test_key_table_is_the_key_rows_with_ids(tmp_path: Path, exact_keys: bool) ->
     task = segment_tasks(g)[0]
     expect = key_rows(task)
     got = key_table(task, tp=4, piece=9, exact_keys=exact_keys)
-    assert got.column_names == [c.split()[0] for c in row_schema(exact_keys).split(", ")]
-    assert set(got.column("n").to_pylist()) == {1}
+    assert got.column_names == row_schema(exact_keys)
     assert got.num_rows == expect.num_rows and got.num_rows > 3
     assert set(got.column("tp").to_pylist()) == {4} and set(got.column("piece").to_pylist()) == {9}
     if exact_keys:
@@ -95,32 +93,57 @@ def test_combine_keys_one_row_per_key_but_all_rows_of_clean_repeats() -> None:
     assert combine_keys(*(np.zeros(0, np.int64),) * 5)["n"].tolist() == []
 
 
-def test_chunk_batches_combine_within_each_partition(tmp_path: Path) -> None:
-    """A chunk's rows are combined per partition: the same key in two partitions stays two
-    keys; the sum of ``n`` is the number of key rows."""
-    log_dir, _ = worked_example(tmp_path)
+def _shuffled(pairs, exact_keys: bool) -> dict[int, list[pa.Table]]:
+    """What Spark's shuffle hands each reduce task: the map tasks' tables by bucket."""
+    by_bucket: dict[int, list[pa.Table]] = {}
+    for bucket, table in pairs:
+        by_bucket.setdefault(bucket, []).append(table)
+    return by_bucket
+
+
+@pytest.mark.parametrize("exact_keys", [False, True])
+def test_key_shuffle_gives_each_piece_the_local_engine_offsets(tmp_path: Path,
+                                                               exact_keys: bool) -> None:
+    """Two map tasks over the same segments as two partitions (tp 0 and 1, so one key lives
+    in two partitions and every chunk sees it), three buckets: every row lands in its key's
+    bucket, the digest rows are combined per key and partition, and the reduce tasks' offsets
+    per piece are the local engine's retained offsets of each partition."""
+    log_dir = tmp_path / "logs"
+    build_partition(log_dir, [[rec(i, b"k%d" % (i % 7), None if i % 11 == 0 else b"v%d" % i)
+                               for i in range(j, j + 10)] for j in range(0, 40, 10)] + [[]])
     (plan,) = plans_of(log_dir, **{"segment.bytes": 200})
     items = [(s, tp, gid) for g, tp, gid, _ in group_items([plan]) for s in segment_tasks(g)]
-    twice = items + [(task, 1, gid) for task, _, gid in items]  # as if a second partition
-    got = pa.Table.from_batches(list(chunk_batches(twice, max_rows=2)))
+    half = len(items) // 2
+    chunks = [items[:half] + [(t, 1, gid) for t, _, gid in items[:half]],
+              items[half:] + [(t, 1, gid) for t, _, gid in items[half:]]]
     rows = pa.concat_tables([key_rows(t) for t, _, _ in items])
+    pairs = [p for chunk in chunks for p in key_task(chunk, 3, exact_keys)]
+    for bucket, table in pairs:
+        assert table.column_names == row_schema(exact_keys)
+        assert set(buckets_of(table, 3, exact_keys).tolist()) == {bucket}
+    mapped = sum(t.num_rows for _, t in pairs)
     keys = len(set(rows.column("key").to_pylist()))
-    assert got.num_rows == 2 * keys  # worked example: every key seen dirty or once
-    assert sum(got.column("n").to_pylist()) == 2 * rows.num_rows
-    for tp in (0, 1):
-        mine = got.filter(pa.compute.equal(got.column("tp"), tp))
-        assert sorted(mine.column("offset").to_pylist()) == \
-            sorted(retained_offsets_local(rows, plan.first_dirty).tolist())
+    # exact keys: one row per record; digests: at most one per key, partition and chunk
+    assert mapped == 2 * rows.num_rows if exact_keys else mapped <= 2 * 2 * keys
+    got: dict[int, list[int]] = {}
+    for tables in _shuffled(pairs, exact_keys).values():
+        for piece, offsets in retained_task(iter([(0, t) for t in tables]),
+                                            {0: plan.first_dirty, 1: plan.first_dirty},
+                                            exact_keys):
+            assert offsets.tolist() == sorted(offsets.tolist())
+            got.setdefault(piece, []).extend(offsets.tolist())
+    expected = sorted(retained_offsets_local(rows, plan.first_dirty).tolist())
+    assert sorted(v for offsets in got.values() for v in offsets) == sorted(expected * 2)
+    bases = sorted({t.base_offset: gid for t, _, gid in items}.items())
+    for piece, offsets in got.items():  # each offset in the piece of its own segment
+        assert {[gid for base, gid in bases if base <= o][-1] for o in offsets} == {piece}
+    assert list(retained_task(iter([]), {}, exact_keys)) == []
 
 
-def test_read_retained_sorted_and_missing(tmp_path: Path) -> None:
-    folder = tmp_path / "retained"
-    (folder / "piece=3").mkdir(parents=True)
-    pq.write_table(pa.table({"offset": pa.array([9, 2], pa.int64())}), folder / "piece=3" / "a.parquet")
-    pq.write_table(pa.table({"offset": pa.array([5], pa.int64())}), folder / "piece=3" / "b.parquet")
-    (folder / "piece=3" / "_SUCCESS").touch()
-    assert read_retained(folder, 3).tolist() == [2, 5, 9]
-    assert read_retained(folder, 4).tolist() == []  # a group with no surviving keyed record
+def test_bucket_count_bounds_the_rows_of_a_reduce_task() -> None:
+    assert bucket_count(1000, 10 << 20, 2) == 2  # small: one per core
+    assert bucket_count(40 << 20, 10 << 30, 2) == 10  # 4 Mi rows each at most
+    assert bucket_count(40 << 20, 80 << 20, 2) == 3  # bytes bound the rows too (8 B each)
 
 
 def test_rewrite_task_writes_the_local_bytes_into_its_attempt_file(tmp_path: Path) -> None:
@@ -131,17 +154,14 @@ def test_rewrite_task_writes_the_local_bytes_into_its_attempt_file(tmp_path: Pat
     (plan,) = plans
     retained = retained_offsets_local(pa.concat_tables([key_rows(g) for g in plan.groups]),
                                       plan.first_dirty)
-    folder = tmp_path / "retained"
     attempts = tmp_path / "attempts"
     attempts.mkdir()
     for g, _, gid, pdir in group_items(plans):
         mine = retained[retained >= g.base_offset]
         piece = 7 + gid
-        (folder / f"piece={piece}").mkdir(parents=True)
-        pq.write_table(pa.table({"offset": pa.array(mine[::-1], pa.int64())}),
-                       folder / f"piece={piece}" / "part.parquet")
-        got = rewrite_task(str(folder), str(attempts), (g, gid, piece, pdir))
-        got_gid, got_piece, path, stats = got
+        halves = [(piece, mine[1::2]), (piece, mine[0::2])]  # from two reduce tasks
+        got = rewrite_task(iter(halves), str(attempts), (g, gid, piece, pdir))
+        got_gid, got_piece, path, stats, _ = got
         assert (got_gid, got_piece) == (gid, piece) and Path(path).parent == attempts
         assert not cleaned_path(pdir, g.base_offset).exists()
         assert not list(plan.state.path.glob("*.cleaned"))
@@ -162,16 +182,12 @@ def test_pieces_of_a_group_joined_are_the_group(tmp_path: Path) -> None:
     assert len(rewrite_pieces(items)) == len(items)  # small: one piece per group
     pieces = rewrite_pieces(items, piece_bytes=1)  # every segment its own piece
     assert len(pieces) == sum(len(g.sources) for g, _, _, _ in items) > len(items)
-    folder, attempts = tmp_path / "retained", tmp_path / "attempts"
+    attempts = tmp_path / "attempts"
     attempts.mkdir()
-    for _, _, piece, _ in pieces:
-        (folder / f"piece={piece}").mkdir(parents=True)
-        pq.write_table(pa.table({"offset": pa.array(retained, pa.int64())}),
-                       folder / f"piece={piece}" / "part.parquet")
     assert [p[2] for p in pieces] == list(range(len(pieces)))  # numbered over all groups
     for g, _, gid, pdir in items:
         mine = [p for p in pieces if p[1] == gid]
-        paths = [rewrite_task(str(folder), str(attempts), p)[2] for p in mine]
+        paths = [rewrite_task(iter([(p[2], retained)]), str(attempts), p)[2] for p in mine]
         got_gid, joined = concat_task(str(attempts), (gid, paths))
         assert got_gid == gid
         assert Path(joined).read_bytes() == bytes(rewrite_group(g, retained).log)
