@@ -159,8 +159,10 @@ def test_rewrite_task_writes_the_local_bytes_into_its_attempt_file(tmp_path: Pat
     for g, _, gid, pdir in group_items(plans):
         mine = retained[retained >= g.base_offset]
         piece = 7 + gid
-        halves = [(piece, mine[1::2]), (piece, mine[0::2])]  # from two reduce tasks
-        got = rewrite_task(iter(halves), str(attempts), (g, gid, piece, pdir))
+        item = (g, gid, piece, pdir)
+        # the shuffle by piece: offsets from two reduce tasks, the item, in any order
+        got = rewrite_task(iter([(piece, mine[1::2]), (piece, item), (piece, mine[0::2])]),
+                           str(attempts))
         got_gid, got_piece, path, stats, _ = got
         assert (got_gid, got_piece) == (gid, piece) and Path(path).parent == attempts
         assert not cleaned_path(pdir, g.base_offset).exists()
@@ -187,7 +189,8 @@ def test_pieces_of_a_group_joined_are_the_group(tmp_path: Path) -> None:
     assert [p[2] for p in pieces] == list(range(len(pieces)))  # numbered over all groups
     for g, _, gid, pdir in items:
         mine = [p for p in pieces if p[1] == gid]
-        paths = [rewrite_task(iter([(p[2], retained)]), str(attempts), p)[2] for p in mine]
+        paths = [rewrite_task(iter([(p[2], p), (p[2], retained)]), str(attempts))[2]
+                 for p in mine]
         got_gid, joined = concat_task(str(attempts), (gid, paths))
         assert got_gid == gid
         assert Path(joined).read_bytes() == bytes(rewrite_group(g, retained).log)

@@ -171,12 +171,11 @@ def _combine(k1, k2, offsets, dirty, pieces, table, group_of_row, g_k1, g_k2, g_
 
 def combine_keys(k1: np.ndarray, k2: np.ndarray, offsets: np.ndarray, dirty: np.ndarray,
                  pieces: np.ndarray) -> dict[str, np.ndarray]:
-    """Map-side combine of the Spark key pass (one task's key rows, any order): one row per key
-    — its largest offset, that record's ``piece``, ``n`` = its row count, ``dirty`` = any row
-    dirty — except keys with several rows none of them dirty, whose rows stay as they are
-    (``n`` = 1 each): the global aggregation keeps all offsets of such a key when no other task
-    saw it dirty, and needs them then. Returns the columns ``k1, k2, offset, piece, n,
-    dirty``."""
+    """Combine key rows per key (the Spark key pass, both sides of its shuffle; any order): one
+    row per key — its largest offset, that record's ``piece``, ``n`` = its row count, ``dirty``
+    = any row dirty — except keys with several rows none of them dirty, whose rows stay as they
+    are (``n`` = 1 each): such a key keeps all its records unless another task saw it dirty.
+    Returns the columns ``k1, k2, offset, piece, n, dirty``."""
     n = len(k1)
     table = np.full(max(2, int(n / LOAD_FACTOR) + 1), -1, np.int64)
     group_of_row = np.empty(n, np.int64)

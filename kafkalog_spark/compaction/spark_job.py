@@ -76,18 +76,23 @@ def chunk_tasks(items: Sequence[Any], n: int, size=lambda item: item) -> list[li
     return [c for c in chunks if c]
 
 
-def rewrite_task(retained: Iterable[tuple[int, np.ndarray]], out_dir: str,
-                 item: tuple[GroupTask, int, int, str]) -> tuple[int, int, str, str, float]:
-    """One piece of a group's rewrite as a Spark task runs it (:func:`rewrite_spark`): its
-    retained offsets as the key shuffle delivered them (``(piece, sorted offsets)`` from each
-    reduce task of the key pass), the cleaned batches of its segments streamed into this
-    attempt's own file in ``out_dir`` (:func:`write_cleaned`). Returns ``(gid, piece, path,
-    stats as JSON, start time)``."""
+def rewrite_task(shuffled: Iterable[tuple[int, Any]], out_dir: str
+                 ) -> tuple[int, int, str, str, float]:
+    """One piece of a group's rewrite as a Spark task runs it (:func:`rewrite_spark`): what the
+    shuffle by piece delivered — the piece's ``(task, gid, piece, partition dir)`` item and its
+    retained offsets from each reduce task of the key pass (arrays) — its segments' cleaned
+    batches streamed into this attempt's own file in ``out_dir`` (:func:`write_cleaned`).
+    Returns ``(gid, piece, path, stats as JSON, start time)``."""
     started = time.time()
+    item, parts = None, []
+    for _, value in shuffled:
+        if isinstance(value, np.ndarray):
+            parts.append(value)
+        else:
+            item = value
     task, gid, piece, pdir = item
     require_visible(pdir, "partition dir")
     require_visible(out_dir, "staging folder next to the log dir")
-    parts = [offsets for _, offsets in retained]
     offsets = np.sort(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
     path = Path(out_dir) / f"{gid}-{piece}-{task_attempt()}.log"
     out = write_cleaned(task, offsets, pdir, path=path)
@@ -235,13 +240,16 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
             for i, (_, _, piece, _) in enumerate(order):
                 rank[piece] = i
             with task_errors():  # a task's typed error (unreachable log dir, bad data) as is
-                done = (sc.parallelize(chunks, len(chunks))
-                        .flatMap(lambda chunk: key_task(chunk, buckets, exact_keys))
-                        .partitionBy(buckets, _identity)
-                        .mapPartitions(lambda rows: retained_task(rows, first_dirty, exact_keys))
+                retained = (sc.parallelize(chunks, len(chunks))
+                            .flatMap(lambda chunk: key_task(chunk, buckets, exact_keys))
+                            .partitionBy(buckets, _identity)
+                            .mapPartitions(lambda rows: retained_task(rows, first_dirty,
+                                                                     exact_keys)))
+                # each piece's item travels with its offsets: no task carries every item
+                work = sc.parallelize([(p[2], p) for p in order], sc.defaultParallelism)
+                done = (retained.union(work)
                         .partitionBy(len(order), lambda piece: rank[piece])
-                        .mapPartitionsWithIndex(lambda i, retained: [
-                            rewrite_task(retained, attempts_dir, order[i])])
+                        .mapPartitions(lambda shuffled: [rewrite_task(shuffled, attempts_dir)])
                         .collect())
                 t1 = min(started for *_, started in done)
                 joined = _join_pieces(sc, [d[:4] for d in done], attempts_dir)
