@@ -61,15 +61,35 @@ def pins() -> list[str]:
     return [f"{name}=={metadata.version(name)}" for name in EXECUTOR_DEPS]
 
 
-def build_venv(path: Path, wheel: Path | None) -> Path:
+def _pip_install(py: Path, *args: str) -> None:
+    """This venv's pip installing into the venv of ``py`` (``pip --python``: the venvs need no
+    pip of their own)."""
+    _run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q",
+          "--disable-pip-version-check", *args])
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:  # another file system
+        shutil.copy2(src, dst)
+
+
+def build_venv(path: Path, wheel: Path | None, base: Path | None = None) -> Path:
     """``python -m venv`` + the executor dependencies (+ the package's wheel, without its
-    dependencies: no pyspark); returns the venv's python."""
-    _run([sys.executable, "-m", "venv", str(path)])
+    dependencies: no pyspark); returns the venv's python. ``base``: a venv built here without
+    the wheel, whose installed dependencies are hard-linked in instead of installed again."""
+    _run([sys.executable, "-m", "venv", "--without-pip", str(path)])
     py = path / "bin" / "python"
-    _run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", *pins()])
+    if base is None:
+        _pip_install(py, *pins())
+    else:
+        # nothing writes into a linked file (pip, Python, numba add files): base stays as is
+        site = next(base.glob("lib/python*/site-packages"))
+        shutil.copytree(site, path / site.relative_to(base), copy_function=_link_or_copy,
+                        dirs_exist_ok=True)
     if wheel is not None:
-        _run([str(py), "-m", "pip", "install", "-q", "--no-deps", "--disable-pip-version-check",
-              str(wheel)])
+        _pip_install(py, "--no-deps", str(wheel))
     return py
 
 

@@ -4,13 +4,18 @@ saying it must be on storage every executor reaches; never an empty result, neve
 traceback from inside a task.
 
 The cluster fixture's workers run in their own mount namespace with an empty tmpfs over
-``spark_cluster.hidden``: what the driver writes there, the executors do not see.
+``spark_cluster.hidden``: what the driver writes there, the executors do not see. The five
+spark-submits start together in the ``runs`` fixture, two at a time (one starts its driver
+while the other's executors work); each test waits for its own and checks its output.
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 import textwrap
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -22,8 +27,25 @@ from cluster import REPO, spark_submit
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 SHARED_MSG = "must be on storage every executor reaches"
-# the error is the same on every attempt: one attempt keeps these tests short
-ONE_TRY = {"spark.task.maxFailures": "1"}
+C1_ONLY = "-XX:TieredStopAtLevel=1"
+# the error is the same on every attempt: one attempt keeps these tests short; and these
+# short-lived JVMs start much sooner with the C1 compiler alone (about a third off a submit)
+QUICK = {"spark.task.maxFailures": "1",
+         "spark.driver.extraJavaOptions": C1_ONLY, "spark.executor.extraJavaOptions": C1_ONLY}
+
+READ = """
+    from kafkalog_spark.spark import session
+    spark = session()
+    df = spark.read.format("kafkalog").load({path!r})
+    print("ROWS", df.count())
+"""
+WRITE = """
+    from kafkalog_spark.spark import session
+    spark = session()
+    df = spark.range(1000).selectExpr("cast(id as string) as value", "cast(id % 2 as int) as partition")
+    df.repartition(4).write.format("kafkalog").mode("append").option("topic", "t").save({path!r})
+    print("WROTE")
+"""
 
 
 def _records(n: int = 2000) -> pa.Table:
@@ -32,14 +54,71 @@ def _records(n: int = 2000) -> pa.Table:
                      "partition": [i % 2 for i in range(n)]})
 
 
-@pytest.fixture
-def hidden_logs(spark_cluster, tmp_path) -> Path:
-    """A log dir that exists on the driver only."""
-    assert spark_cluster.hidden is not None
-    path = spark_cluster.hidden / tmp_path.name / "logs"
+def _logs(path: Path) -> Path:
     kl.write_log(_records(), path, topic="orders", segment_bytes=4 << 10, max_batch_records=50)
-    yield path
-    shutil.rmtree(path.parent, ignore_errors=True)
+    return path
+
+
+def _script(path: Path, template: str, target: Path) -> Path:
+    path.write_text(textwrap.dedent(template.format(path=str(target))))
+    return path
+
+
+def _files(log_dir: Path) -> dict[Path, bytes]:
+    """Every file of a log dir with its bytes, but the ``.lock`` a job may create."""
+    return {p: p.read_bytes() for p in log_dir.rglob("*") if p.is_file() and p.name != ".lock"}
+
+
+@dataclass
+class Run:
+    """One test's spark-submit: the script, its arguments, the driver-only path it names."""
+
+    script: Path
+    path: Path
+    args: tuple[str, ...] = ()
+    before: dict[Path, bytes] = field(default_factory=dict)  # the path's files, beforehand
+    future: Future | None = None
+
+    @property
+    def done(self) -> subprocess.CompletedProcess:
+        """The finished spark-submit (waits for it)."""
+        assert self.future is not None
+        return self.future.result()
+
+
+@pytest.fixture(scope="module")
+def runs(spark_cluster, tmp_path_factory) -> dict[str, Run]:
+    """Every test's spark-submit (all five, whichever tests run), started here two at a time,
+    longest first; each names a folder of its own under ``spark_cluster.hidden``, removed at
+    the end."""
+    assert spark_cluster.hidden is not None
+    local = tmp_path_factory.mktemp("paths")  # visible to every executor
+    hidden = spark_cluster.hidden / local.name
+    jobs = REPO / "jobs"
+    read_logs, compact_logs, verify_logs = (_logs(hidden / name / "logs")
+                                            for name in ("read", "compact", "verify"))
+    table, target = hidden / "migrate" / "table", hidden / "write" / "logs"
+    target.parent.mkdir(parents=True)
+    runs = {
+        "read": Run(_script(local / "read.py", READ, read_logs), read_logs),
+        "migrate": Run(jobs / "migrate_delta.py", table,
+                       (str(_logs(local / "logs")), str(table))),
+        "write": Run(_script(local / "write.py", WRITE, target), target),
+        "compact": Run(jobs / "compact.py", compact_logs,
+                       ("--execute", "--force", "--config", "cleanup.policy=compact",
+                        str(compact_logs)), before=_files(compact_logs)),
+        "verify": Run(jobs / "recover.py", verify_logs, (str(verify_logs),)),
+    }
+    pool = ThreadPoolExecutor(2)
+    try:
+        for run in runs.values():
+            run.future = pool.submit(spark_submit, run.script, *run.args,
+                                     master=spark_cluster.url, conf=QUICK, check=False)
+        yield runs
+    finally:
+        pool.shutdown(cancel_futures=True)  # waits for the running ones
+        spark_cluster.wait_idle()
+        shutil.rmtree(hidden, ignore_errors=True)
 
 
 def _one_error_line(done, script: Path) -> str:
@@ -54,74 +133,38 @@ def _one_error_line(done, script: Path) -> str:
     return errors[0]
 
 
-def test_read_of_a_driver_only_log_dir_fails_naming_it(spark_cluster, hidden_logs, tmp_path):
-    script = tmp_path / "read.py"
-    script.write_text(textwrap.dedent(f"""
-        from kafkalog_spark.spark import session
-        spark = session()
-        df = spark.read.format("kafkalog").load({str(hidden_logs)!r})
-        print("ROWS", df.count())
-    """))
-    done = spark_submit(script, master=spark_cluster.url, conf=ONE_TRY, check=False)
-    out = done.stdout + done.stderr
-    assert done.returncode != 0 and "\nROWS " not in done.stdout  # never an empty result
-    assert "PathNotSharedError" in out and SHARED_MSG in out and str(hidden_logs) in out
+def test_read_of_a_driver_only_log_dir_fails_naming_it(runs):
+    run = runs["read"]
+    out = run.done.stdout + run.done.stderr
+    assert run.done.returncode != 0 and "\nROWS " not in run.done.stdout  # never an empty result
+    assert "PathNotSharedError" in out and SHARED_MSG in out and str(run.path) in out
 
 
-def test_compaction_of_a_driver_only_log_dir_is_one_error_line(spark_cluster, hidden_logs):
-    before = {p: p.read_bytes() for p in hidden_logs.rglob("*") if p.is_file()}
-    job = REPO / "jobs" / "compact.py"
-    done = spark_submit(job, "--execute", "--force",
-                        "--config", "cleanup.policy=compact", str(hidden_logs),
-                        master=spark_cluster.url, conf=ONE_TRY, check=False)
-    line = _one_error_line(done, job)
-    assert SHARED_MSG in line and str(hidden_logs) in line
-    after = {p: p.read_bytes() for p in hidden_logs.rglob("*") if p.is_file()
-             and p.name != ".lock"}
-    assert after == {p: b for p, b in before.items() if p.name != ".lock"}
+def test_compaction_of_a_driver_only_log_dir_is_one_error_line(runs):
+    run = runs["compact"]
+    line = _one_error_line(run.done, run.script)
+    assert SHARED_MSG in line and str(run.path) in line
+    assert _files(run.path) == run.before
 
 
-def test_verify_of_a_driver_only_log_dir_is_one_error_line(spark_cluster, hidden_logs):
-    job = REPO / "jobs" / "recover.py"
-    done = spark_submit(job, str(hidden_logs),
-                        master=spark_cluster.url, conf=ONE_TRY, check=False)
-    line = _one_error_line(done, job)
-    assert SHARED_MSG in line and str(hidden_logs) in line
+def test_verify_of_a_driver_only_log_dir_is_one_error_line(runs):
+    run = runs["verify"]
+    line = _one_error_line(run.done, run.script)
+    assert SHARED_MSG in line and str(run.path) in line
 
 
-def test_migration_into_a_driver_only_table_commits_nothing(spark_cluster, tmp_path):
-    source = tmp_path / "logs"  # visible to every executor
-    kl.write_log(_records(), source, topic="orders", segment_bytes=4 << 10, max_batch_records=50)
-    dest = spark_cluster.hidden / tmp_path.name / "table"
-    try:
-        job = REPO / "jobs" / "migrate_delta.py"
-        done = spark_submit(job, str(source), str(dest),
-                            master=spark_cluster.url, conf=ONE_TRY, check=False)
-        line = _one_error_line(done, job)
-        assert SHARED_MSG in line and str(dest) in line
-        assert not (dest / "orders" / "_delta_log").exists() and \
-            not (dest / "_delta_log").exists()
-    finally:
-        shutil.rmtree(dest.parent, ignore_errors=True)
+def test_migration_into_a_driver_only_table_commits_nothing(runs):
+    run = runs["migrate"]  # its source log dir is visible to every executor
+    line = _one_error_line(run.done, run.script)
+    assert SHARED_MSG in line and str(run.path) in line
+    assert not (run.path / "orders" / "_delta_log").exists() and \
+        not (run.path / "_delta_log").exists()
 
 
-def test_write_to_a_driver_only_log_dir_fails_and_writes_nothing(spark_cluster, tmp_path):
-    target = spark_cluster.hidden / tmp_path.name / "logs"
-    target.parent.mkdir(parents=True)
-    script = tmp_path / "write.py"
-    script.write_text(textwrap.dedent(f"""
-        from kafkalog_spark.spark import session
-        spark = session()
-        df = spark.range(1000).selectExpr("cast(id as string) as value", "cast(id % 2 as int) as partition")
-        df.repartition(4).write.format("kafkalog").mode("append").option("topic", "t").save({str(target)!r})
-        print("WROTE")
-    """))
-    try:
-        done = spark_submit(script, master=spark_cluster.url, conf=ONE_TRY, check=False)
-        out = done.stdout + done.stderr
-        assert done.returncode != 0 and "\nWROTE" not in done.stdout
-        assert "PathNotSharedError" in out and SHARED_MSG in out
-        assert not target.exists() or not any(target.iterdir())
-        assert not [p for p in target.parent.iterdir() if "staging" in p.name]
-    finally:
-        shutil.rmtree(target.parent, ignore_errors=True)
+def test_write_to_a_driver_only_log_dir_fails_and_writes_nothing(runs):
+    run = runs["write"]
+    out = run.done.stdout + run.done.stderr
+    assert run.done.returncode != 0 and "\nWROTE" not in run.done.stdout
+    assert "PathNotSharedError" in out and SHARED_MSG in out
+    assert not run.path.exists() or not any(run.path.iterdir())
+    assert not [p for p in run.path.parent.iterdir() if "staging" in p.name]
