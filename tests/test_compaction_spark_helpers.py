@@ -16,7 +16,8 @@ from kafkalog_spark.compaction.rewrite import (cleaned_path, key_rows, retained_
                                                rewrite_group)
 from kafkalog_spark.compaction.key_map import combine_keys
 from kafkalog_spark.compaction.key_shuffle import (bucket_count, buckets_of, key_table,
-                                                   key_task, retained_task, row_schema)
+                                                   key_task, most_rows, retained_task,
+                                                   row_schema)
 from kafkalog_spark.compaction.spark_job import (chunk_tasks, concat_task, group_items,
                                                  rewrite_pieces, rewrite_task, segment_tasks)
 from kafkalog_spark.log.discovery import discover
@@ -141,9 +142,9 @@ def test_key_shuffle_gives_each_piece_the_local_engine_offsets(tmp_path: Path,
 
 
 def test_bucket_count_bounds_the_rows_of_a_reduce_task() -> None:
-    assert bucket_count(1000, 10 << 20, 2) == 2  # small: one per core
-    assert bucket_count(40 << 20, 10 << 30, 2) == 10  # 4 Mi rows each at most
-    assert bucket_count(40 << 20, 80 << 20, 2) == 3  # bytes bound the rows too (8 B each)
+    assert bucket_count(most_rows(1000, 10 << 20), 2) == 2  # small: one per core
+    assert bucket_count(most_rows(40 << 20, 10 << 30), 2) == 10  # 4 Mi rows each at most
+    assert most_rows(40 << 20, 80 << 20) == 10 << 20  # bytes bound the rows too (8 B each)
 
 
 def test_rewrite_task_writes_the_local_bytes_into_its_attempt_file(tmp_path: Path) -> None:

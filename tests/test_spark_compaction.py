@@ -170,3 +170,35 @@ def test_digests_and_exact_keys_agree_on_real_fixtures(spark, shared_fixtures, t
     for log_dir in runs.values():
         same_log(runs["local"], log_dir)
         assert verify(log_dir, deep=True).ok
+
+
+@pytest.mark.parametrize("exact_keys", [False, True])
+def test_many_key_tasks_and_buckets_give_the_same_bytes(spark, tmp_path, monkeypatch,
+                                                        exact_keys):
+    """Row bounds small enough that the key pass runs as many map tasks and reduce tasks
+    (buckets) as a huge round would: every key's rows meet in one bucket from several chunks,
+    and the result is the local engine's, byte for byte."""
+    import kafkalog_spark.compaction.key_shuffle as shuffle
+    import kafkalog_spark.compaction.spark_job as job
+
+    log_dir = tmp_path / "local"
+    build_partition(log_dir, txn_log(), topic="a")
+    segs = [[rec(i, b"k%d" % (i * 5 % 17), None if i % 11 == 0 else b"v%d" % i)
+             for i in range(j, j + 10)] for j in range(0, 60, 10)] + [[]]
+    build_partition(log_dir, segs, topic="b", partition=3)
+    other = tmp_path / "spark"
+    shutil.copytree(log_dir, other)
+    opts = {"cleanup.policy": "compact", "segment.bytes": 400}
+    compact(log_dir, now_ms=T, execute=True, force=True, options=opts, exact_keys=exact_keys)
+    chunked = []
+    chunk_tasks = job.chunk_tasks
+    monkeypatch.setattr(job, "KEY_CHUNK_ROWS", 10)
+    monkeypatch.setattr(shuffle, "ROWS_PER_BUCKET", 7)
+    monkeypatch.setattr(job, "chunk_tasks",
+                        lambda *a, **kw: chunked.append(chunk_tasks(*a, **kw)) or chunked[-1])
+    compact(other, now_ms=T, execute=True, force=True, options=opts, engine="spark",
+            spark=spark, exact_keys=exact_keys)
+    assert len(chunked[-1]) > 4  # the key tasks: several per partition
+    assert shuffle.bucket_count(shuffle.most_rows(60, 10 << 20), 2) > 4
+    same_files(log_dir, other, ["a-0", "b-3"])
+    assert rows(other) == rows(log_dir) and leftovers(other) == []

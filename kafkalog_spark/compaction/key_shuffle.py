@@ -140,9 +140,14 @@ def retained_task(pairs: Iterable[tuple[int, pa.Table]], first_dirty: Mapping[in
         yield int(piece[lo]), offset[lo:hi]
 
 
-def bucket_count(plans_rows: int, total_bytes: int, parallelism: int) -> int:
-    """Reduce tasks of the key shuffle: enough that none holds more than about
-    :data:`ROWS_PER_BUCKET` key rows (bounded by the rounds' offset spans and by the segments'
-    bytes), and at least one per core."""
-    rows = min(plans_rows, total_bytes // ROW_BYTES_AT_LEAST)
+def most_rows(offset_span: int, total_bytes: int) -> int:
+    """An upper bound on the key rows of a round: its partitions' offset spans, and its
+    segments' bytes over the smallest keyed record."""
+    return min(offset_span, total_bytes // ROW_BYTES_AT_LEAST)
+
+
+def bucket_count(rows: int, parallelism: int) -> int:
+    """Reduce tasks of the key shuffle for at most ``rows`` key rows (:func:`most_rows`):
+    enough that none holds more than about :data:`ROWS_PER_BUCKET`, and at least one per
+    core."""
     return max(parallelism, -(-rows // ROWS_PER_BUCKET))

@@ -48,11 +48,12 @@ from ..datasource.executors import require_visible, task_errors
 from ..log.atomic import disk_errors
 from ..log.storage import storage_for
 from ..log.staging import create_staging_dir, remove_staging_dir
-from .key_shuffle import bucket_count, key_task, retained_task
+from .key_shuffle import bucket_count, key_task, most_rows, retained_task
 from .plan import CleaningPlan, GroupTask
 from .rewrite import GroupOutput, cleaned_path, cleaned_segments, write_cleaned
 
 KEY_CHUNK_BYTES = 512 << 20  # most segment bytes per key-pass map task, roughly
+KEY_CHUNK_ROWS = 8 << 20  # most key rows per map task (about 400 MB while it combines them)
 CHUNK_BYTES = 256 << 20  # most segment bytes per rewrite piece, roughly
 
 
@@ -226,11 +227,13 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
             singles = [(s, tp_of[gid], piece) for task, gid, piece, _ in pieces
                        for s in segment_tasks(task)]
             # as few key tasks as keep every core busy: each combines its rows per key, so
-            # fewer, larger chunks shuffle fewer rows
+            # fewer, larger chunks shuffle fewer rows; each holds its rows, so not too many
+            rows = most_rows(_offset_span(items), total)
             chunks = chunk_tasks(singles, max(sc.defaultParallelism,
-                                              -(-total // KEY_CHUNK_BYTES)),
+                                              -(-total // KEY_CHUNK_BYTES),
+                                              -(-rows // KEY_CHUNK_ROWS)),
                                  size=lambda i: size(i[0]))
-            buckets = bucket_count(_offset_span(items), total, sc.defaultParallelism)
+            buckets = bucket_count(rows, sc.defaultParallelism)
             first_dirty = {tp: g.first_dirty for g, tp, _, _ in items}
             # the last pieces of groups first: a group keeps most records (each key's latest)
             # near its end, so those take longest; started first, they do not finish last alone
