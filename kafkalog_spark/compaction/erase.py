@@ -40,7 +40,6 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..codec import layout as L
 from ..codec.decode import DecodeOptions, decode_to_table
 from ..codec.scan import scan_entries
 from ..log.discovery import discover

@@ -6,8 +6,8 @@ topic's segments, largest first. A task maps its segment, finds the matching rec
 (:func:`.erase.erase_segment`, the same code as the local engine) and, when executing, writes
 the rewritten segment to a file of its own attempt in a staging folder next to its log dir
 (one per log dir). The driver — which holds every log dir's ``.lock`` for the run — renames
-each file to ``<base>.log.cleaned`` and swaps it in with the crash-safe protocol, then removes the staging
-folder. A failed job leaves the live segments untouched (nothing was swapped); the next run
+each file to ``<base>.log.cleaned`` and swaps it in with the crash-safe protocol, then removes
+the staging folder. A failed job leaves the live segments untouched (nothing was swapped); the next run
 redoes it. Executors must see the log dirs at the same paths (shared storage).
 """
 

@@ -125,10 +125,9 @@ def retained_task(pairs: Iterable[tuple[int, pa.Table]], first_dirty: Mapping[in
             kept = retained_offsets_local(mine.select(["key", "offset"]),
                                           first_dirty[int(tps[by_tp[lo]])], exact_keys=True)
             own = np.asarray(mine.column("offset").to_numpy())
-            at = np.argsort(own)
-            pieces.append(np.asarray(mine.column("piece").to_numpy())[at][
-                np.searchsorted(own[at], kept)])
-            offsets.append(kept)
+            keep = np.isin(own, kept)  # one row per record: offsets are unique in a partition
+            pieces.append(np.asarray(mine.column("piece").to_numpy())[keep])
+            offsets.append(own[keep])
         else:
             cols = _combined(mine)
             pieces.append(cols["piece"])
