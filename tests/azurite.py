@@ -67,13 +67,18 @@ class Azurite(ManagedServer):
             raise RuntimeError(missing)
         self.root.mkdir(parents=True, exist_ok=True)
         (self.root / "data").mkdir(exist_ok=True)
-        self.port = free_port()
-        self.server = ServerProcess("azurite-blob", self.root / "azurite.out")
-        self.server.start(
-            [azurite_binary(), "--blobHost", "127.0.0.1", "--blobPort", str(self.port),
-             "--location", str(self.root / "data"), "--skipApiVersionCheck", "--loose",
-             "--disableTelemetry"],
-            ready=lambda: answers(f"{self.endpoint}?comp=list"), timeout=timeout)
+
+        def launch() -> None:
+            self.port = free_port()
+            self.server = ServerProcess("azurite-blob", self.root / "azurite.out")
+            self.server.start(
+                [azurite_binary(), "--blobHost", "127.0.0.1", "--blobPort", str(self.port),
+                 "--location", str(self.root / "data"), "--skipApiVersionCheck", "--loose",
+                 "--disableTelemetry"],
+                ready=lambda: answers(f"{self.endpoint}?comp=list"), timeout=timeout,
+                port=self.port)
+
+        self.start_on_free_ports(launch)
         return self
 
     def filesystem(self, account_key: str = ACCOUNT_KEY):

@@ -1,17 +1,26 @@
 """A real Spark standalone cluster for the tests: one master and N workers started from the
-installed pyspark (``$SPARK_HOME/bin/spark-class``), on loopback and free ports, each a JVM of
-its own whose executors are further JVMs with their own Python workers — as on a multi-host
-cluster, nothing is shared with the test process but the file system.
+installed pyspark (``$SPARK_HOME/bin/spark-class``), on loopback, each a JVM of its own whose
+executors are further JVMs with their own Python workers — as on a multi-host cluster, nothing
+is shared with the test process but the file system.
+
+Two clusters may start at once (``./dev test`` runs two pytest processes side by side), so no
+port is picked beforehand: every process binds port 0 and the master's RPC and web UI ports are
+read from its own log; the web UI's JSON must name this cluster's master URL, and only workers
+whose own logs name their address count as this cluster's.
 
 Every process is started in a new session and stopped by the pid this module got when it
 started it (its process group: a worker's executors and their Python workers go with it);
 nothing is ever looked up or killed by name.
+
+``python tests/cluster.py ROOT`` starts one, prints its addresses as one JSON line, and stops it
+when its stdin closes (``tests/test_cluster_fixture.py`` starts two at once this way).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +29,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from servers import free_port
+from servers import children, descendants
 
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
@@ -30,31 +39,6 @@ def spark_home() -> str:
     from pyspark.find_spark_home import _find_spark_home
 
     return _find_spark_home()
-
-
-def children(pid: int) -> list[int]:
-    """Direct children of ``pid`` (Linux ``/proc``)."""
-    out: list[int] = []
-    task_dir = Path(f"/proc/{pid}/task")
-    try:
-        tasks = list(task_dir.iterdir())
-    except OSError:
-        return out
-    for task in tasks:
-        try:
-            out += [int(c) for c in (task / "children").read_text().split()]
-        except OSError:
-            continue
-    return out
-
-
-def descendants(pid: int) -> list[int]:
-    out, todo = [], [pid]
-    while todo:
-        for c in children(todo.pop()):
-            out.append(c)
-            todo.append(c)
-    return out
 
 
 def cmdline(pid: int) -> str:
@@ -82,6 +66,11 @@ class StandaloneCluster:
     cpus: tuple[int, ...] | None = None
     procs: list[subprocess.Popen] = field(default_factory=list)
 
+    # what the master and the workers log once bound (their own output files)
+    MASTER_URL = re.compile(r"Starting Spark master at spark://127\.0\.0\.1:(\d+)")
+    MASTER_UI = re.compile(r"Successfully started service 'MasterUI' on port (\d+)")
+    WORKER_ADDRESS = re.compile(r"Starting Spark worker (\S+:\d+) with")
+
     @property
     def url(self) -> str:
         return f"spark://127.0.0.1:{self.master_port}"
@@ -95,6 +84,8 @@ class StandaloneCluster:
         env.pop("PYSPARK_GATEWAY_PORT", None)
         env.pop("PYSPARK_SUBMIT_ARGS", None)
         env["SPARK_WORKER_DIR"] = str(self.root / name)
+        # an empty conf dir: Spark's default logging, which the addresses are read from
+        env["SPARK_CONF_DIR"] = str(self.root / "conf")
         return env
 
     def _spawn(self, name: str, args: list[str], hide: bool = False,
@@ -118,14 +109,14 @@ class StandaloneCluster:
         self.root.mkdir(parents=True, exist_ok=True)
         if self.hidden is not None:
             self.hidden.mkdir(parents=True, exist_ok=True)
+        (self.root / "conf").mkdir(exist_ok=True)
+        self.master_port = self.ui_port = 0  # read from the master's log once it has bound
         (self.root / "cluster.conf").write_text(
             "spark.master.rest.enabled false\n"
             "spark.worker.cleanup.enabled false\n"
             "spark.ui.reverseProxy false\n")
-        self.master_port, self.ui_port = free_port(), free_port()
         self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                               "--port", str(self.master_port),
-                               "--webui-port", str(self.ui_port)])
+                               "--port", "0", "--webui-port", "0"])
         self._wait(lambda state: state is not None, timeout, "the master to start")
         for i in range(self.workers):
             self.add_worker(i)
@@ -141,16 +132,43 @@ class StandaloneCluster:
             "--work-dir", str(self.root / f"worker{i}"), self.url], hide=True,
             cpu=self.cpus[i % len(self.cpus)] if self.cpus else None)
 
-    def state(self) -> dict | None:
+    def _logged(self, name: str, pattern: re.Pattern) -> str | None:
+        """The first group of ``pattern``'s first match in ``name``'s output, if any yet."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
-                return json.load(r)
+            m = pattern.search((self.root / f"{name}.out").read_text(errors="replace"))
         except OSError:
             return None
+        return m.group(1) if m else None
 
-    @staticmethod
-    def alive_workers(state: dict) -> int:
-        return sum(1 for w in state.get("workers", []) if w.get("state") == "ALIVE")
+    def state(self) -> dict | None:
+        """The master's JSON status, None until its web UI answers; raises when the JSON is
+        another master's."""
+        if not self.ui_port:
+            port, ui = self._logged("master", self.MASTER_URL), self._logged("master",
+                                                                             self.MASTER_UI)
+            if port is None or ui is None:
+                return None
+            self.master_port, self.ui_port = int(port), int(ui)
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
+                state = json.load(r)
+        except OSError:
+            return None
+        if state.get("url") != self.url:
+            raise RuntimeError(f"the web UI on port {self.ui_port} is the status of "
+                               f"{state.get('url')}, not of this cluster's {self.url}")
+        return state
+
+    def worker_addresses(self) -> set[str]:
+        """``host:port`` of every worker this cluster started, from the workers' own logs."""
+        names = (f.stem for f in self.root.glob("*.out") if f.stem != "master")
+        return {a for a in (self._logged(n, self.WORKER_ADDRESS) for n in names) if a}
+
+    def alive_workers(self, state: dict) -> int:
+        """The workers in ``state`` that are ALIVE and this cluster's own."""
+        ours = self.worker_addresses()
+        return sum(1 for w in state.get("workers", [])
+                   if w.get("state") == "ALIVE" and f"{w.get('host')}:{w.get('port')}" in ours)
 
     def _wait(self, ok, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -315,3 +333,28 @@ def remove_worker(cluster: StandaloneCluster, proc: subprocess.Popen) -> None:
             proc.wait()
     if proc in cluster.procs:
         cluster.procs.remove(proc)
+
+
+def main(argv: list[str]) -> int:
+    """Start a cluster of two workers under ``argv[0]``; print its master URL, web UI port,
+    the worker addresses from the workers' logs and those the master lists, as one JSON line;
+    stop it when stdin closes."""
+    cluster = StandaloneCluster(Path(argv[0]), workers=2)
+    try:
+        cluster.start()
+        state = cluster.state() or {}
+        print(json.dumps({"url": cluster.url, "ui_port": cluster.ui_port,
+                          "state_url": state.get("url"),
+                          "own_workers": sorted(cluster.worker_addresses()),
+                          "listed_workers": sorted(f"{w['host']}:{w['port']}"
+                                                   for w in state.get("workers", []))}),
+              flush=True)
+        sys.stdin.read()
+    finally:
+        cluster.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
+

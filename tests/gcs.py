@@ -66,13 +66,18 @@ class FakeGcs(ManagedServer):
         if binary is None:
             raise RuntimeError(f"the fake-gcs-server binary (package {PACKAGE}) is not installed")
         self.root.mkdir(parents=True, exist_ok=True)
-        self.port = free_port()
-        self.server = ServerProcess("fake-gcs-server", self.root / "fake-gcs-server.out")
-        self.server.start(
-            [binary, "-scheme", "http", "-host", "127.0.0.1", "-port", str(self.port),
-             "-external-url", self.endpoint, "-backend", self.backend,
-             "-filesystem-root", str(self.root / "data"), "-log-level", "info"],
-            ready=lambda: answers(f"{self.endpoint}/storage/v1/b"), timeout=timeout)
+
+        def launch() -> None:
+            self.port = free_port()
+            self.server = ServerProcess("fake-gcs-server", self.root / "fake-gcs-server.out")
+            self.server.start(
+                [binary, "-scheme", "http", "-host", "127.0.0.1", "-port", str(self.port),
+                 "-external-url", self.endpoint, "-backend", self.backend,
+                 "-filesystem-root", str(self.root / "data"), "-log-level", "info"],
+                ready=lambda: answers(f"{self.endpoint}/storage/v1/b"), timeout=timeout,
+                port=self.port)
+
+        self.start_on_free_ports(launch)
         return self
 
     def filesystem(self):

@@ -76,19 +76,25 @@ class SeaweedS3(ManagedServer):
             "name": "kafkalog", "credentials": [{"accessKey": ACCESS_KEY,
                                                  "secretKey": SECRET_KEY}],
             "actions": ["Admin", "Read", "List", "Tagging", "Write"]}]}))
-        for name in ("master", "volume", "filer", "s3"):
-            port = free_port_pair()
-            while port in self.ports.values():
+
+        def launch() -> None:
+            self.ports.clear()
+            for name in ("master", "volume", "filer", "s3"):
                 port = free_port_pair()
-            self.ports[name] = port
-        self.server = ServerProcess("weed server", self.root / "weed.out")
-        self.server.start(
-            [weed, "server", f"-dir={self.root / 'data'}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
-             f"-master.port={self.ports['master']}", f"-volume.port={self.ports['volume']}",
-             f"-filer.port={self.ports['filer']}", "-s3", f"-s3.port={self.ports['s3']}",
-             f"-s3.config={identities}", "-s3.port.iceberg=0", "-s3.port.lance=0",
-             "-volume.max=0"],
-            ready=lambda: answers(self.endpoint), timeout=timeout)  # 403 without credentials
+                while port in self.ports.values():
+                    port = free_port_pair()
+                self.ports[name] = port
+            self.server = ServerProcess("weed server", self.root / "weed.out")
+            self.server.start(
+                [weed, "server", f"-dir={self.root / 'data'}", "-ip=127.0.0.1",
+                 "-ip.bind=127.0.0.1", f"-master.port={self.ports['master']}",
+                 f"-volume.port={self.ports['volume']}", f"-filer.port={self.ports['filer']}",
+                 "-s3", f"-s3.port={self.ports['s3']}", f"-s3.config={identities}",
+                 "-s3.port.iceberg=0", "-s3.port.lance=0", "-volume.max=0"],
+                ready=lambda: answers(self.endpoint),  # 403 without credentials
+                timeout=timeout, port=self.ports["s3"])
+
+        self.start_on_free_ports(launch)
         return self
 
     @property

@@ -1,6 +1,12 @@
 """A server process for the tests (SeaweedFS, fake-gcs-server, Azurite): started in a session of
-its own with its output in a file, waited for until it answers, and stopped by its own pid —
-its process group — never by name."""
+its own with its output in a file, waited for until it answers *and* is seen listening on its
+port, and stopped by its own pid — its process group — never by name.
+
+Ports are picked free and then given to the server, so another process (the plain-Python test
+pass runs beside the JIT pass) can take one in between: the server then fails to bind — its
+start is retried on fresh ports (:meth:`ManagedServer.start_on_free_ports`) — and until it
+exits, the other process's server answers on that port, which is why readiness also checks that
+the port's listening socket is this server's (:func:`listens`)."""
 
 from __future__ import annotations
 
@@ -15,10 +21,76 @@ from pathlib import Path
 
 
 def free_port() -> int:
-    """A TCP port on loopback that nothing listens on right now."""
+    """A TCP port on loopback that nothing listens on right now (another process may take it
+    before the server binds it: see the module docstring)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+class PortInUse(RuntimeError):
+    """The server exited because a port it was given was taken first by another process."""
+
+
+# what a server prints when its port is taken (Go and Java: "address already in use"; Node.js)
+_IN_USE = ("address already in use", "eaddrinuse")
+
+
+def children(pid: int) -> list[int]:
+    """Direct children of ``pid`` (Linux ``/proc``)."""
+    out: list[int] = []
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
+        try:
+            out += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            continue
+    return out
+
+
+def descendants(pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        for c in children(todo.pop()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def _listening_sockets(port: int) -> set[str]:
+    """``socket:[inode]`` names of the TCP sockets listening on ``port`` (any address)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            fields = row.split()
+            # local_address is ADDR:PORT in hex; state 0A is LISTEN
+            if int(fields[1].rsplit(":", 1)[1], 16) == port and fields[3] == "0A":
+                found.add(f"socket:[{fields[9]}]")
+    return found
+
+
+def listens(pid: int, port: int) -> bool:
+    """Whether ``pid`` or one of its descendants holds the socket listening on ``port``."""
+    sockets = _listening_sockets(port)
+    for p in (pid, *descendants(pid)):
+        try:
+            fds = list(Path(f"/proc/{p}/fd").iterdir())
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(fd) in sockets:
+                    return True
+            except OSError:
+                continue
+    return False
 
 
 @dataclass
@@ -29,9 +101,12 @@ class ServerProcess:
     log: Path
     proc: subprocess.Popen | None = None
 
-    def start(self, argv: Sequence[str], ready: Callable[[], bool], timeout: float) -> None:
-        """Start ``argv`` and wait until ``ready()`` says it answers; a server that exits or
-        does not answer in ``timeout`` seconds is stopped and raises with its output's tail."""
+    def start(self, argv: Sequence[str], ready: Callable[[], bool], timeout: float,
+              port: int | None = None) -> None:
+        """Start ``argv`` and wait until ``ready()`` says it answers and, given ``port``, until
+        this server is the one listening there; a server that exits or does not answer in
+        ``timeout`` seconds is stopped and raises with its output's tail (:class:`PortInUse`
+        when it says its port was taken)."""
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
@@ -39,8 +114,11 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 self.proc = None
-                raise RuntimeError(f"{self.name} exited:\n{self.output()[-3000:]}")
-            if ready():
+                tail = self.output()[-3000:]
+                if any(s in tail.lower() for s in _IN_USE):
+                    raise PortInUse(f"{self.name} found a port taken:\n{tail}")
+                raise RuntimeError(f"{self.name} exited:\n{tail}")
+            if ready() and (port is None or listens(self.proc.pid, port)):
                 return
             time.sleep(0.1)
         self.stop()
@@ -90,6 +168,18 @@ class ManagedServer:
 
     def output(self) -> str:
         return self.server.output() if self.server else ""
+
+    @staticmethod
+    def start_on_free_ports(launch: Callable[[], None], attempts: int = 5) -> None:
+        """``launch()`` — pick fresh free ports, then start the server on them — again while
+        the server finds one of them taken (:class:`PortInUse`), up to ``attempts`` times."""
+        for attempt in range(attempts):
+            try:
+                launch()
+                return
+            except PortInUse:
+                if attempt == attempts - 1:
+                    raise
 
     def stop(self) -> None:
         if self.server is not None:
