@@ -44,11 +44,11 @@ from .compression import DEFAULT_MAX_DECOMPRESSED
 from .crc import compute_crcs_at
 from .decode_columns import _ChunkColumns, _Units
 from .legacy import check_legacy_codec, wrapper_value_range
-from .scan import (STOP_BAD_MAGIC, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, EntryTable,
-                   as_uint8, scan_entries)
+from .scan import (STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, EntryTable, as_uint8, scan_entries,
+                   stop_error)
 from .schema import check_columns, default_columns, record_schema
 from ..errors import (CorruptRecordError, InvalidOptionError, KafkaLogError, Location,
-                      MissingCodecError, TruncatedDataError, UnsupportedFormatError)
+                      MissingCodecError, UnsupportedFormatError)
 
 ON_ERROR_CHOICES = ("fail", "skip")
 DEFAULT_MAX_ROWS = 65536
@@ -215,8 +215,6 @@ def decode_to_table(data: Any, *, topic: str, partition: int,
 
 
 _BATCH_LEVEL = (K.ERR_NEGATIVE_COUNT, K.ERR_EMPTY_WRAPPER, K.ERR_WRAPPER_OFFSET)
-_SCAN_ERRORS = {STOP_SHORT_TAIL: TruncatedDataError, STOP_PARTIAL_ENTRY: TruncatedDataError,
-                STOP_BAD_MAGIC: UnsupportedFormatError}
 
 
 class _Decoder(_ChunkColumns):
@@ -257,8 +255,7 @@ class _Decoder(_ChunkColumns):
         if entries.clean or (self.options.allow_partial_tail
                              and code in (STOP_SHORT_TAIL, STOP_PARTIAL_ENTRY)):
             return None
-        cls = _SCAN_ERRORS.get(code, CorruptRecordError)
-        return cls(entries.stop_reason, self.location(entries.stop_position, None))
+        return stop_error(code, self.location(entries.stop_position, None))
 
     def _select(self, entries: EntryTable, lo: int, hi: int) -> np.ndarray:
         """Entries that can hold records in ``[lo, hi]``. A legacy wrapper's first offset is

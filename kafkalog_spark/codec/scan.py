@@ -17,6 +17,8 @@ from functools import cached_property
 import numpy as np
 
 from . import layout as L
+from ..errors import (CorruptRecordError, KafkaLogError, Location, TruncatedDataError,
+                      UnsupportedFormatError)
 from ._bytes import load_i16, load_i32, load_i64, load_i8, load_u32
 from ._jit import njit
 
@@ -40,6 +42,14 @@ STOP_REASONS = {
     STOP_LIMIT: "entry limit reached",
     STOP_LEGACY_TOO_SMALL: "v1 message size is smaller than the minimum 22",
 }
+_STOP_ERRORS = {STOP_SHORT_TAIL: TruncatedDataError, STOP_PARTIAL_ENTRY: TruncatedDataError,
+                STOP_BAD_MAGIC: UnsupportedFormatError}
+
+
+def stop_error(stop_code: int, location: Location) -> KafkaLogError:
+    """The typed error a read raises where a walk stopped before the end of its data (a
+    reader, and a planner that only walked the headers, raise the same one)."""
+    return _STOP_ERRORS.get(stop_code, CorruptRecordError)(STOP_REASONS[stop_code], location)
 
 
 @njit(cache=True, nogil=True)
@@ -211,3 +221,13 @@ def scan_entries(data, start: int = 0, end: int | None = None,
         _, stop_pos, stop_code = _walk(buf, stop_pos, end, limit, False, *dummy)
     assert n2 == n
     return EntryTable(*arrays, stop_position=int(stop_pos), stop_code=int(stop_code), end=end)
+
+
+def scan_segment(data, file: str | None) -> EntryTable:
+    """:func:`scan_entries` of a whole segment about to be read record by record or rewritten:
+    a walk that stops before the end raises the typed error a read raises there
+    (:func:`stop_error`), so damage is never taken for the end of the segment and dropped."""
+    table = scan_entries(data)
+    if not table.clean:
+        raise stop_error(table.stop_code, Location(file, table.stop_position))
+    return table

@@ -45,7 +45,7 @@ from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
 from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
 from ..log.partition_state import check_high_watermark_source, partition_state, read_offsets
-from ..log.selection import require_kafka_data
+from ..log.selection import command_partitions
 from .key_map import DEFAULT_MEMORY, MIN_MEMORY, KeyMap
 from .plan import CleaningPlan, Skipped, limit_plan, plan_partition
 from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows, map_keys,
@@ -283,10 +283,7 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     for d in dirs:
         ensure_not_locked(d)
     found = discover(dirs)
-    require_kafka_data(found)
-    if found.partitions:
-        raise InvalidOptionError("compaction takes log dirs, not partition dirs or .log files: "
-                                 + ", ".join(str(p.path) for p in found.partitions))
+    command_partitions(found, topics=topics, log_dirs_only="compaction")
     result = CompactionResult(execute, now_ms, engine)
     kw = dict(now_ms=now_ms, options=options, config_file=config_file, topics=topics,
               force=force, skipped=result.skipped,

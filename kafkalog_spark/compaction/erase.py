@@ -41,11 +41,11 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..codec.decode import DecodeOptions, decode_to_table
-from ..codec.scan import scan_entries
+from ..codec.scan import scan_segment
 from ..log.discovery import discover
 from ..log.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.model import PartitionDir, Segment
-from ..log.selection import require_kafka_data
+from ..log.selection import command_partitions
 from ..log.atomic import disk_errors
 from ..log.storage import mapped_file, storage_for
 from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
@@ -113,9 +113,8 @@ def erase_selected(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike
     """:func:`erase` of a :class:`.erase_select.Selection`."""
     ensure_local(log_dirs)
     found = discover(log_dirs)
-    require_kafka_data(found)
-    parts = [p for ld in found.log_dirs for p in ld.partitions if p.topic == topic]
-    parts += [p for p in found.partitions if p.topic == topic and p.kind is None]
+    parts = [p for p in command_partitions(found, topics=[topic])
+             if p.topic == topic and p.kind is None]
     roots = sorted({p.path.parent for p in parts})
     for root in roots:
         ensure_not_locked(root)
@@ -196,7 +195,7 @@ def _rewrite(buf: np.ndarray, seg: Segment, topic: str, partition: int, erased: 
     """Write the segment without the records at the sorted ``erased`` offsets (module
     docstring); runs of batches without a match are copied in one write. The log's last batch
     is kept (empty) when every record of it goes, so the log end offset does not move back."""
-    t = scan_entries(buf)
+    t = scan_segment(buf, str(seg.log))
     lasts = t.last_offset
     firsts = np.concatenate(([seg.base_offset], lasts[:-1] + 1))  # legacy: after the previous
     firsts = np.where(t.magic == 2, t.offset, firsts)

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..codec.decode import DecodeOptions, decode_to_table
-from ..codec.scan import scan_entries
+from ..codec.scan import scan_entries, scan_segment
 from ..codec.snapshot import ProducerStateTracker
 from ..log.storage import mapped_file
 from ..log.topic_config import TopicConfig
@@ -280,7 +280,7 @@ def transaction_facts(segs: list[SegmentState], producers: dict[int, tuple[int, 
     for s in segs:
         discard, last_of = set(), set()
         with mapped_file(s.segment.log) as buf:
-            t = scan_entries(buf)
+            t = scan_segment(buf, str(s.segment.log))  # damage refused here, not mid-rewrite
             lasts = t.last_offset
             control = t.is_control()
             txn = t.is_transactional()

@@ -44,7 +44,7 @@ from ..codec import layout as L
 from ..codec.decode import DecodeOptions, decode_to_table
 from ..codec.digest import key_digests
 from ..codec.encode import BatchSpec
-from ..codec.scan import scan_entries
+from ..codec.scan import scan_entries, scan_segment
 from ..log import naming as N
 from ..log.atomic import disk_errors
 from ..log.storage import mapped_file, storage_for
@@ -90,7 +90,7 @@ def _segment_key_rows(task: GroupTask, src: SourceSegment, buf, lowest: int = -1
     batches not discarded (aborted), offsets in ``[lowest, task.upper_bound)`` — window by
     window (:func:`_windows`)."""
     discard = np.fromiter(src.can_discard, np.int64) if src.can_discard else None
-    for _, _, start, end in windows(scan_entries(buf)):
+    for _, _, start, end in windows(scan_segment(buf, str(src.log))):
         t = decode_to_table(buf, topic=task.topic, partition=task.partition, options=_KEYS,
                             start=start, end=end, file=src.log)
         offsets = t.column("offset").to_numpy()
@@ -233,7 +233,7 @@ def _rewrite_segment(task: GroupTask, src: SourceSegment, retained: np.ndarray |
                      out: BinaryIO, stats: dict[str, int]) -> None:
     now, end = task.now_ms, task.end_offset
     with mapped_file(src.log) as buf:
-        t = scan_entries(buf)
+        t = scan_segment(buf, str(src.log))
         stats["bytes_read"] += int(t.stop_position)
         n_entries = len(t)
         lasts = t.last_offset

@@ -9,7 +9,10 @@ offsets reached move together or not at all.
 
 Planning reads directory listings, the ``log-start-offset-checkpoint``, the entry headers of
 each partition's last segment (its log end offset) and, for ``read_committed``, what
-:func:`~kafkalog_spark.log.transactions.transaction_view` reads. It never decodes records.
+:func:`~kafkalog_spark.log.transactions.transaction_view` reads. It never decodes records. The
+sources pass ``read_log``'s rules (:func:`~kafkalog_spark.log.selection.command_partitions`):
+no Kafka data, loose segments, a topic that is not there and a last segment that does not
+walk to its end are errors, never a run that migrates nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from ..log.model import PartitionDir
 from ..log.naming import LOG_START_OFFSET_CHECKPOINT
 from ..log.object_path import ObjectPath
 from ..log.transactions import transaction_view
-from ..log.selection import require_kafka_data
+from ..log.selection import command_partitions
 from .columns import table_schema
 from .options import MigrateOptions
 
@@ -118,7 +121,7 @@ def source_partitions(sources: Sequence[PathLike], opts: MigrateOptions
     """The live partitions the options select, grouped by table name (the topic, or ``""`` for
     the single layout), each with its log start offset."""
     found = discover(list(sources))
-    require_kafka_data(found)
+    command_partitions(found, topics=opts.topics, pattern=opts.topic_pattern)
     out: dict[str, list[tuple[PartitionDir, int]]] = {}
     for log_dir in found.log_dirs:
         starts = read_checkpoint_file(log_dir.path / LOG_START_OFFSET_CHECKPOINT,
@@ -165,7 +168,7 @@ def plan_table(path: Path, parts: list[tuple[PartitionDir, int]], opts: MigrateO
         plan.source_storage = dict(first.options)
     for part, log_start in sorted(parts, key=lambda x: (x[0].topic or "", x[0].partition or 0)):
         topic, partition = part.topic or "", part.partition or 0
-        log_end = describe_segment(part.segments[-1]).next_offset if part.segments else log_start
+        log_end = _log_end(part) if part.segments else log_start
         end = log_end
         if opts.read_committed and part.segments:
             lso = transaction_view(part).last_stable_offset
@@ -188,6 +191,15 @@ def plan_table(path: Path, parts: list[tuple[PartitionDir, int]], opts: MigrateO
         plan.partitions.append(PartitionPlan(topic, partition, str(part.path), log_start, log_end,
                                              done, start, end, _window(part, start, end)))
     return plan
+
+
+def _log_end(part: PartitionDir) -> int:
+    """The partition's log end offset; its last segment must walk cleanly to its end."""
+    info = describe_segment(part.segments[-1])
+    error = info.read_error()
+    if error is not None:
+        raise error
+    return info.next_offset
 
 
 def _window(part: PartitionDir, start: int, end: int) -> tuple[str, ...]:

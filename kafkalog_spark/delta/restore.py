@@ -42,12 +42,13 @@ import pyarrow.compute as pc
 from ..codec import checkpoints as C
 from ..codec import layout as L
 from ..codec.encode import BatchSpec, encode_batches
-from ..errors import InvalidOptionError, Location, LogDirError
+from ..errors import InvalidOptionError, KafkaLogError, Location, LogDirError
 from ..log import naming as N
 from ..log.atomic import read_checkpoint_file, write_checkpoint_file
 from ..log.discovery import discover
 from ..log.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.partition_files import topic_id_for
+from ..log.selection import require_kafka_data
 from ..log.partition_state import segment_next_offset
 from ..log.staging import DEFAULT_SEGMENT_BYTES
 from ..log.storage import storage_for
@@ -170,12 +171,14 @@ def migrate_tables(path: Path, needed: Sequence[str] = NEEDED, what: str = "rest
     fs = storage_for(path)
     if table_exists(path):
         found = [path]
-    elif fs.is_dir(path):
-        found = sorted(path / n for n in fs.listdir(path) if table_exists(path / n))
+    elif fs.is_dir(path):  # delta-rs fails on a file (a log dir's checkpoints): folders only
+        found = sorted(path / n for n in fs.listdir(path)
+                       if fs.is_dir(path / n) and table_exists(path / n))
     else:
         found = []
     if not found:
-        raise InvalidOptionError(f"{path}: not a Delta table (nor a folder of per-topic tables)")
+        raise InvalidOptionError(f"{path}: not a Delta table written by kafkalog migrate (nor "
+                                 f"a folder of per-topic tables){_kafka_hint(path)}")
     for t in found:
         dt = delta_table(t)
         names = set(dt.schema().to_arrow().names)
@@ -187,6 +190,15 @@ def migrate_tables(path: Path, needed: Sequence[str] = NEEDED, what: str = "rest
             raise InvalidOptionError(f"{t}: not a table written by kafkalog migrate (no commit "
                                      f"carries {RUN_ID_KEY})")
     return found
+
+
+def _kafka_hint(path: Path) -> str:
+    """Says so when ``path`` holds Kafka log data (a log dir named where a table belongs)."""
+    try:
+        require_kafka_data(discover([path]))
+    except KafkaLogError:
+        return ""
+    return "; it holds Kafka log data (a log dir or partition dir): migrate it into a table first"
 
 
 def _log_end(pdir: Path) -> int:

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..codec import layout as L
 from ..codec.checkpoints import parse_java_properties
-from ..codec.scan import STOP_END, STOP_SIZE_TOO_SMALL, scan_entries
+from ..codec.scan import STOP_END, STOP_SIZE_TOO_SMALL, scan_entries, stop_error
 from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirError
 from . import naming as N
 from .lock import lock_holder
@@ -425,6 +425,13 @@ class SegmentInfo:
     def clean(self) -> bool:
         """The walk reached the end of the file."""
         return self.stop_code == STOP_END
+
+    def read_error(self) -> KafkaLogError | None:
+        """The error a read of the whole segment raises where the walk stopped (``None`` when
+        it reached the end): a planner that walked only the headers refuses what the reader
+        would, instead of taking the damage for the end of the log."""
+        return None if self.clean else stop_error(self.stop_code,
+                                                  Location(str(self.path), self.valid_bytes))
 
 
 def describe_segment(segment: Segment | str | os.PathLike[str]) -> SegmentInfo:

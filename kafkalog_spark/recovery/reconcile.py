@@ -33,7 +33,7 @@ from ..log import naming as N
 from ..log.atomic import atomic_write_bytes
 from ..log.discovery import discover
 from ..log.lock import ensure_local, ensure_not_locked, hold_lock
-from ..log.selection import require_kafka_data
+from ..log.selection import command_partitions
 from ..log.storage import storage_for
 from .quarantine import Quarantine, copy_ranges
 from .reconcile_plan import PartitionPlan, load_replica, plan_partition, _runs
@@ -167,10 +167,7 @@ def prepare(log_dirs: Sequence[str | os.PathLike[str]], dest: str | os.PathLike[
     dest = Path(dest)
     ensure_local([*dirs, dest])
     found = discover(dirs)
-    require_kafka_data(found)
-    if found.partitions:
-        raise InvalidOptionError("reconcile takes log dirs (log.dirs entries), not partition "
-                                 "dirs: " + ", ".join(str(p.path) for p in found.partitions))
+    command_partitions(found, log_dirs_only="reconcile")
     sources = [storage_for(ld.path).resolve(ld.path) for ld in found.log_dirs]
     _check_dest(dest, sources)
     notes: list[str] = []

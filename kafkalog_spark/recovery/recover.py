@@ -53,7 +53,7 @@ from ..log.model import LogDir, PartitionDir
 from ..log.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.storage import mapped_file, storage_for
 from ..log.staging import STAGING_INFIX
-from ..log.selection import require_kafka_data
+from ..log.selection import command_partitions
 from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
@@ -138,10 +138,7 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     """
     ensure_local(log_dirs)
     found = discover(log_dirs)
-    require_kafka_data(found)
-    if found.partitions:
-        raise InvalidOptionError("recover takes log dirs (log.dirs entries), not partition dirs "
-                                 "or .log files: " + ", ".join(str(p.path) for p in found.partitions))
+    command_partitions(found, log_dirs_only="recover")
     report = RecoveryReport(executed=execute_plan)
     for log_dir in found.log_dirs:
         ensure_not_locked(log_dir.path)

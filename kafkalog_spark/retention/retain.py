@@ -44,7 +44,7 @@ from ..log.topic_config import TopicConfig, configured_partitions
 from ..log.partition_state import (PartitionState, SegmentState, check_high_watermark_source,
                                    partition_state, read_offsets)
 from ..log.storage import storage_for
-from ..log.selection import require_kafka_data
+from ..log.selection import command_partitions
 
 Step = Callable[[str], None]
 
@@ -181,10 +181,7 @@ def plan_retention(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike
     now_ms = int(time.time() * 1000) if now_ms is None else int(now_ms)
     check_high_watermark_source(high_watermark)
     found = discover(log_dirs)
-    require_kafka_data(found)
-    if found.partitions:
-        raise InvalidOptionError("retention takes log dirs, not partition dirs or .log files: "
-                                 + ", ".join(str(p.path) for p in found.partitions))
+    command_partitions(found, topics=topics, log_dirs_only="retention")
     plans = []
     for log_dir in found.log_dirs:
         log_start = read_offsets(log_dir.path, N.LOG_START_OFFSET_CHECKPOINT)
