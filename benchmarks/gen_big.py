@@ -9,11 +9,11 @@ segments into every generated partition:
 2. each generated partition takes segments ``0..n-1`` of its codec's template (``n`` drawn
    around ``--segments``); some partitions switch codec part-way (as after a change of
    ``compression.type``), some start with a **legacy segment** (v0 none/gzip/snappy, v1
-   none/gzip, v1 followed by v2 in one segment) copied from the real broker data in
-   ``../shared/fixtures/real``. Every segment after the first is re-based to the running log
-   end offset by rewriting the 8-byte baseOffset of each v2 batch (outside the batch CRC;
-   ``.index``/``.timeindex`` entries are relative to the segment base, so they are copied as
-   they are);
+   none/gzip, v1 followed by v2 in one segment) copied from the real broker data
+   (``$KAFKALOG_REAL_FIXTURES``, else ``../shared/fixtures/real``). Every segment after the
+   first is re-based to the running log end offset by rewriting the 8-byte baseOffset of each
+   v2 batch (outside the batch CRC; ``.index``/``.timeindex`` entries are relative to the
+   segment base, so they are copied as they are);
 3. per partition ``leader-epoch-checkpoint``, ``partition.metadata`` and an empty producer
    snapshot at the log end; per log dir ``meta.properties`` and the recovery-point /
    replication / log-start checkpoints; next to the log dirs ``topic-configs.json`` (every
@@ -51,9 +51,12 @@ from kafkalog_spark.codec.scan import scan_entries
 from kafkalog_spark.codec.snapshot import ProducerStateTracker
 from kafkalog_spark.log import naming as N
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from real_fixtures import real_fixtures_dir  # noqa: E402
+
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 CODEC_WEIGHTS = (0.3, 0.15, 0.15, 0.2, 0.2)
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures" / "real"
+FIXTURES = real_fixtures_dir()
 # real broker message sets usable as a partition's first segment (base offset 0): name -> path
 LEGACY_SEGMENTS = {
     "v0-none": "kafka-rust__kafka-rust/derived_message_sets/"

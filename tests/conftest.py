@@ -1,21 +1,28 @@
-"""Shared test fixtures: paths to the real broker data under ../shared/fixtures/real."""
+"""Shared test fixtures: the real broker data (``$KAFKALOG_REAL_FIXTURES``, else
+../shared/fixtures/real next to the clone: tests/real_fixtures.py), Spark sessions and clusters,
+a lock holder."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from real_fixtures import ENV, named, real_fixtures_dir, where_looked
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_FIXTURES = REPO.parent / "shared" / "fixtures" / "real"
 
 
 @pytest.fixture(scope="session")
 def shared_fixtures() -> Path:
-    """The real-broker fixture folder; tests using it skip (saying why) only when it is absent."""
-    if not SHARED_FIXTURES.is_dir():
-        pytest.skip(f"real broker fixtures not found at {SHARED_FIXTURES} (../shared is absent)")
-    return SHARED_FIXTURES.resolve()
+    """The real-broker fixture folder; tests using it skip (saying why and where they looked)
+    when it is absent — and fail when ``$KAFKALOG_REAL_FIXTURES`` names a folder that is not
+    there (a typo must not turn into skips)."""
+    folder = real_fixtures_dir()
+    if not folder.is_dir():
+        if named() is not None:
+            pytest.fail(f"${ENV} names {folder}, which is not a folder", pytrace=False)
+        pytest.skip(f"real broker fixtures not found at {where_looked()}")
+    return folder.resolve()
 
 
 @pytest.fixture(scope="session")

@@ -59,10 +59,11 @@ from typing import Any, Callable
 
 from fuzz import corpus as C
 from fuzz.mutators import mutate
+from real_fixtures import real_fixtures_dir
 
 from kafkalog_spark.errors import InvalidOptionError, KafkaLogError, MissingCodecError
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "real"
+FIXTURES = real_fixtures_dir()
 MAX_DECOMPRESSED = 16 << 20  # decode/decompress bound per entry inside the harness
 
 
@@ -492,8 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--time-limit", type=float, default=2.0, help="seconds per case")
     ap.add_argument("--memory-mb", type=int, default=1024, help="address space per worker "
                     "beyond its size after warm-up (0: no limit)")
-    ap.add_argument("--fixtures", default=None, help="../shared/fixtures/real (default: found "
-                    "next to the checkout)")
+    ap.add_argument("--fixtures", default=None, help="the real broker fixtures (default: "
+                    "$KAFKALOG_REAL_FIXTURES, else ../shared/fixtures/real next to the clone)")
     ap.add_argument("--only", type=int, default=None, help="replay one case (in this process)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--start", type=int, default=0, help=argparse.SUPPRESS)
