@@ -84,9 +84,13 @@ def render_recovery(report: RecoveryReport) -> str:
             lines.append(head)
             lines.extend(f"  {a.describe()}" for a in p.actions)
         for d in p.damage:
+            before, after = d["last_offset_before"], d["first_offset_after"]
             lines.append(f"  damaged bytes [{d['start']}, {d['end']}) of {d['file']}: "
-                         f"{d['reason']}; offset gap after {d['last_offset_before']}, "
-                         f"resuming at {d['first_offset_after']}")
+                         f"{d['reason']}; "
+                         + ("at the start of the partition" if before is None
+                            else f"offset gap after {before}") + ", "
+                         + ("nothing valid follows in this segment" if after is None
+                            else f"resuming at {after}"))
         if p.salvage_would_keep:
             k = p.salvage_would_keep
             lines.append(f"  --salvage would keep {k['entries']} valid entries ({k['bytes']} "

@@ -135,7 +135,8 @@ def test_split_then_salvage(tmp_path):
     rest stays, untouched, in the last new segment), then salvage keeps what checks out after
     the damage. Offsets are not checksummed, so salvage keeps only entries inside their
     segment's int32 range: the entry at 5*10^9 after the damage goes to the quarantine as
-    damage too (reported with its reason). A dry run plans the split; salvage is planned after."""
+    damage too (reported with its reason). A dry run plans the split and what follows it: the
+    execute run's actions, every one."""
     logs = overflowed_log(tmp_path, "v2", 0)
     seg = logs / "t-0" / "00000000000000000000.log"
     data = bytearray(seg.read_bytes())
@@ -143,8 +144,9 @@ def test_split_then_salvage(tmp_path):
     data[at + 40] ^= 0x10  # a bit flip inside the entry at 3*10^9
     seg.write_bytes(bytes(data))
     dry = recover([logs], salvage=True)
-    assert [a.kind for a in dry.partitions[0].actions] == ["split-segment"]
     report = recover([logs], execute_plan=True, salvage=True)
+    assert [a.to_dict() for a in dry.actions] == [a.to_dict() for a in report.actions]
+    assert dry.partitions[0].damage == report.partitions[0].damage
     damage = report.partitions[0].damage
     assert [d["reason"] for d in damage] == ["checksum mismatch"], render_recovery(report)
     assert damage[0]["last_offset_before"] == 2**31 + 100 + PER - 1

@@ -28,7 +28,10 @@ quarantine with a manifest (:mod:`~kafkalog_spark.recovery.quarantine`); a batch
 do not increase cuts the log at that batch (Kafka empties the whole segment); every segment is
 checked, not only those after the recovery point; a log-start checkpoint beyond the log end is
 capped (Kafka deletes every segment). ``-delete`` dirs and the KRaft metadata log are not
-touched. Dry run unless ``execute``; refuses a log dir whose ``.lock`` a live process holds.
+touched. Dry run unless ``execute``: its plan lists every action the execute run takes (splits
+and salvage rewrites are rehearsed in a private temporary folder,
+:mod:`~kafkalog_spark.recovery.rehearse`, and the rest planned from the result); refuses a log
+dir whose ``.lock`` a live process holds.
 """
 
 from __future__ import annotations
@@ -51,12 +54,13 @@ from ..log.atomic import read_checkpoint_file
 from ..log.discovery import _classify, _scan_partition_dir, discover
 from ..log.model import LogDir, PartitionDir
 from ..log.lock import ensure_local, ensure_not_locked, hold_lock
-from ..log.storage import mapped_file, storage_for
+from ..log.storage import LOCAL, mapped_file, storage_for
 from ..log.staging import STAGING_INFIX
 from ..log.selection import command_partitions
 from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
+from .rehearse import real_paths, rehearse
 
 Step = Callable[[str], None]
 
@@ -146,17 +150,22 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         if execute_plan:
             with hold_lock(log_dir.path):
                 q.resume()
-                _recover_log_dir(log_dir, report, q, step, execute_plan=True, salvage=salvage)
+                _recover_log_dir(log_dir, report, q, step, scratch=None, salvage=salvage)
                 q.finish()
         else:
-            _recover_log_dir(log_dir, report, q, step, execute_plan=False, salvage=salvage)
+            with LOCAL.temp_dir("kafkalog-recover-plan-") as scratch:
+                _recover_log_dir(log_dir, report, q, step, scratch=Path(scratch),
+                                 salvage=salvage)
         if q.run is not None:
             report.quarantine_runs.append(str(q.run))
     return report
 
 
 def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, step: Step | None,
-                     *, execute_plan: bool, salvage: bool = False) -> None:
+                     *, scratch: Path | None, salvage: bool = False) -> None:
+    """Plan the recovery of one log dir and, without ``scratch`` (a dry run's private folder
+    for rehearsed rewrites), carry it out."""
+    execute_plan = scratch is None
     starts = _read_offsets(log_dir.path / N.LOG_START_OFFSET_CHECKPOINT)
     for part in log_dir.special:
         if part.kind == N.DELETE_DIR:
@@ -191,26 +200,18 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
             view = _classify(part.path, part.topic, part.partition, part.kind, part.uuid, files, [])
         tp = (part.topic, part.partition) if part.topic is not None else None
         start = starts.get(tp, 0) if tp is not None else 0
-        view, salvaged, end_after = _split(view, log_dir, q, step, execute_plan)
-        damage: list[dict] = []
-        if salvage and (execute_plan or not salvaged):
-            view, more, damage, end_after = _salvage(view, log_dir, q, step, execute_plan)
-            salvaged += more
-        elif salvage:
-            report.notes.append(f"{part.path}: salvage is planned on the split segments, when "
-                                "--execute has split them; this dry run cannot show it")
-        if salvaged and not execute_plan:  # what follows is planned once the rewrites are done
-            outcome = PartitionOutcome(part.name, str(part.path), log_end=end_after,
-                                       first_base=view.segments[0].base_offset)
-        else:
-            outcome = plan_partition(view, log_start_checkpoint=start)
+        view, rewrites, damage = _rewrite_segments(view, log_dir, q, step, salvage, scratch)
+        outcome = plan_partition(view, log_start_checkpoint=start)
         outcome.damage = damage
         if outcome.cut is not None and not salvage:
             from .salvage import estimate
             outcome.salvage_would_keep = estimate(view)
-        outcome.actions[:0] = swap_actions + salvaged
-        if execute_plan:
-            execute(outcome.actions[len(swap_actions) + len(salvaged):], q, step)
+        outcome.actions[:0] = swap_actions + rewrites
+        if scratch is None:
+            execute(outcome.actions[len(swap_actions) + len(rewrites):], q, step)
+        else:  # planned on rehearsed segments: name the files --execute will find
+            outcome.actions = real_paths(outcome.actions, [outcome.cut, *damage], scratch,
+                                         part.path)
         report.partitions.append(outcome)
         if part.kind is None and tp is not None:
             ends[tp] = (outcome.first_base, outcome.log_end)  # type: ignore[index]
@@ -220,48 +221,47 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
         execute(actions, q, step)
 
 
-def _salvage(view: PartitionDir, log_dir: LogDir, q: Quarantine, step: Step | None,
-             execute_plan: bool) -> tuple[PartitionDir, list[Action], list[dict], int]:
-    """``--salvage`` for one partition: rewrite each damaged segment without its damaged
-    ranges (with ``execute_plan``) and return the partition as it then is, the rewrites as
-    actions for the report, every damaged range with the offsets around it, and the log end
-    offset after the salvage (what a dry run reports and caps the checkpoints to)."""
-    from .salvage import execute_salvage, plan_partition_salvage
-
-    plans = plan_partition_salvage(view)
-    kept = [p.last_offset for p in plans if p.last_offset is not None]
-    ends = ([max(kept) + 1] if kept else []) + [s.base_offset for s in view.segments[-1:]]
-    log_end = max(ends) if ends else 0
-    damage = [d.to_dict() for p in plans for d in p.damage]
-    actions = [Action(SALVAGE, str(p.segment.log),
-                      f"keep {p.kept_entries} valid entries ({p.kept_bytes} bytes), drop "
-                      f"{len(p.damage)} damaged range(s) of {sum(d.end - d.start for d in p.damage)}"
-                      " bytes into the quarantine")
-               for p in plans if p.rewrite]
-    if not actions or not execute_plan:
-        return view, actions, damage, log_end
-    for p in plans:
-        if p.rewrite:
-            execute_salvage(view, p, q, step)
-    return _scan_partition_dir(view.path, N.parse_partition_dir_name(view.path.name),
-                               root=log_dir.path), actions, damage, log_end
-
-
-def _split(view: PartitionDir, log_dir: LogDir, q: Quarantine, step: Step | None,
-           execute_plan: bool) -> tuple[PartitionDir, list[Action], int]:
+def _rewrite_segments(view: PartitionDir, log_dir: LogDir, q: Quarantine, step: Step | None,
+                      salvage: bool, scratch: Path | None
+                      ) -> tuple[PartitionDir, list[Action], list[dict]]:
     """Split offset-overflowed segments (:mod:`~kafkalog_spark.recovery.split`, as Kafka's
-    loader does): the partition as it then is, the splits as actions, the log end offset after
-    them."""
+    loader does), then with ``salvage`` rewrite each damaged segment without its damaged ranges
+    (:mod:`~kafkalog_spark.recovery.salvage`). Returns the partition as it then is, the
+    rewrites as actions, and every damaged range with the offsets around it. A dry run
+    (``scratch``: its private folder) rehearses the rewrites there
+    (:mod:`~kafkalog_spark.recovery.rehearse`), so the rest of its plan is the execute run's."""
+    from .salvage import execute_salvage, plan_partition_salvage
     from .split import execute_split, plan_partition_splits
 
-    plans, log_end = plan_partition_splits(view)
-    actions = [Action(SPLIT, str(p.segment.log), p.describe()) for p in plans]
-    if not plans or not execute_plan:
-        return view, actions, log_end
-    for p in plans:
-        execute_split(view, p, q, step)
-    return _scan_partition_dir(view.path, N.parse_partition_dir_name(view.path.name),
-                               root=log_dir.path), actions, log_end
+    splits, _ = plan_partition_splits(view)
+    actions = [Action(SPLIT, str(p.segment.log), p.describe()) for p in splits]
+    if scratch is not None:
+        view = rehearse(view, {p.segment.base_offset: [(c.base_offset, [(c.start, c.end)])
+                                                       for c in p.pieces] for p in splits},
+                        scratch)
+    elif splits:
+        for p in splits:
+            execute_split(view, p, q, step)
+        view = _scan_partition_dir(view.path, N.parse_partition_dir_name(view.path.name),
+                                   root=log_dir.path)
+    if not salvage:
+        return view, actions, []
+    plans = plan_partition_salvage(view)
+    rewrite = [p for p in plans if p.rewrite]
+    actions += [Action(SALVAGE, str(p.segment.log),
+                       f"keep {p.kept_entries} valid entries ({p.kept_bytes} bytes), drop "
+                       f"{len(p.damage)} damaged range(s) of "
+                       f"{sum(d.end - d.start for d in p.damage)} bytes into the quarantine")
+                for p in rewrite]
+    if scratch is not None:
+        view = rehearse(view, {p.segment.base_offset: [(p.segment.base_offset, p.keep)]
+                               for p in rewrite}, scratch)
+    elif rewrite:
+        for p in rewrite:
+            execute_salvage(view, p, q, step)
+        view = _scan_partition_dir(view.path, N.parse_partition_dir_name(view.path.name),
+                                   root=log_dir.path)
+    return view, actions, [d.to_dict() for p in plans for d in p.damage]
 
 
 def _swap_action(a: swap.SwapAction) -> Action:
