@@ -236,7 +236,7 @@ def test_carried_batches_and_tables_in_any_row_order(tmp_path, monkeypatch):
     table = DeltaTable(str(tmp_path / "lake" / "t")).to_pyarrow_table()
     write_deltalake(str(tmp_path / "lake" / "t"), table.take(pa.array(range(table.num_rows))[::-1]),
                     mode="overwrite")
-    found = R.survey(tmp_path / "lake" / "t", None, lambda tp: 0)
+    found = R.survey(tmp_path / "lake" / "t", lambda tp: 0)
     assert not found[("t", 0)].ordered and found[("t", 0)].rows == 1300
     restore(tmp_path / "lake", tmp_path / "back2")
     assert entries(tmp_path / "back2") == entries(src)

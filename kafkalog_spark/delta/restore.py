@@ -48,7 +48,7 @@ from ..log.atomic import read_checkpoint_file, write_checkpoint_file
 from ..log.discovery import discover
 from ..log.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.partition_files import topic_id_for
-from ..log.selection import require_kafka_data
+from ..log.selection import check_selected, require_kafka_data
 from ..log.partition_state import segment_next_offset
 from ..log.staging import DEFAULT_SEGMENT_BYTES
 from ..log.storage import storage_for
@@ -127,7 +127,11 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     if storage_for(dest).exists(dest):
         ensure_not_locked(dest)
     start_of = lambda tp: _log_end(dest / f"{tp[0]}-{tp[1]}")  # noqa: E731
-    found = {t: survey(t, topics, start_of) for t in tables}
+    found = {t: survey(t, start_of) for t in tables}
+    # a topic that is not there is an error listing those that are, as in read_log
+    check_selected({tp for parts in found.values() for tp in parts}, [table], topics=topics)
+    found = {t: {tp: s for tp, s in parts.items() if topics is None or tp[0] in topics}
+             for t, parts in found.items()}
     for t, parts in found.items():
         for tp, s in sorted(parts.items()):
             _check_transactions(t, tp, s, allow_open_transactions)

@@ -78,15 +78,11 @@ def groups(batch: pa.RecordBatch) -> Iterator[tuple[Tp, np.ndarray]]:
             yield (names[codes[idx[0]]], int(parts[idx[0]])), idx
 
 
-def survey(table: Path, topics: Sequence[str] | None, start_of: Callable[[Tp], int]
-           ) -> dict[Tp, Survey]:
-    """Every partition of ``topics`` (all when None) in the table, read from the small columns
-    only (module docstring)."""
+def survey(table: Path, start_of: Callable[[Tp], int]) -> dict[Tp, Survey]:
+    """Every partition in the table, read from the small columns only (module docstring)."""
     found: dict[Tp, Survey] = {}
     for batch in scan(table, _SURVEY):
         for tp, idx in groups(batch):
-            if topics is not None and tp[0] not in topics:
-                continue
             s = found.get(tp)
             if s is None:
                 s = found[tp] = Survey(start_of(tp))

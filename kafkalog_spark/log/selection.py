@@ -113,7 +113,17 @@ def check_selection(partitions: Sequence[PartitionDir], paths: Iterable[str | os
     """Raise :class:`InvalidOptionError` when a requested topic, pattern, assigned partition or
     partition number selects nothing that ``partitions`` holds (a typo reads nothing silently
     otherwise); the message lists what is there."""
-    have = {(p.topic, p.partition) for p in partitions if p.topic is not None}
+    check_selected({(p.topic, p.partition) for p in partitions if p.topic is not None}, paths,
+                   topics=topics, pattern=pattern, assign=assign,
+                   partition_numbers=partition_numbers)
+
+
+def check_selected(have: set[tuple[str, int]], paths: Iterable[str | os.PathLike[str]], *,
+                   topics: Iterable[str] | None = None, pattern: str | None = None,
+                   assign: Iterable[tuple[str, int]] | None = None,
+                   partition_numbers: Iterable[int] | None = None) -> None:
+    """:func:`check_selection` over the ``(topic, partition)`` pairs ``paths`` hold (a table's
+    rows as much as partition dirs)."""
     names = sorted({t for t, _ in have})
     where = ", ".join(str(p) for p in paths)
     shown = ", ".join(names[:20]) + (f" (+{len(names) - 20} more)" if len(names) > 20 else "")
