@@ -1,0 +1,127 @@
+"""Kafka itself as the oracle (issue 30): what a real broker's consumers returned is what
+``read_log`` and ``spark.read.format("kafkalog")`` return from its log dir, record for record
+(offset, key, value, headers, timestamp, timestamp type), and ``kafkalog verify --deep`` finds
+nothing wrong with the files the broker wrote. The scenario is ``scenario.py``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections import defaultdict
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+import kafkalog_spark as kl
+
+from .clients import Consumed
+from .scenario import DELETE_BEFORE, TOPICS, OracleRun, run_scenario
+
+pytestmark = pytest.mark.broker
+
+
+@pytest.fixture(scope="module")
+def oracle(kafka_broker_session, java_producer) -> OracleRun:
+    """The scenario, run once on the session's broker (left stopped: its files are read)."""
+    kafka_broker_session.start()
+    return run_scenario(kafka_broker_session, java_producer)
+
+
+def records_of(table: pa.Table) -> dict[tuple[str, int], list[Consumed]]:
+    """Our rows in the consumer's terms (timestamps in ms, -1 for none)."""
+    ts = pc.fill_null(pc.divide(pc.cast(table["timestamp"], pa.int64()), 1000), -1)
+    out: dict[tuple[str, int], list[Consumed]] = defaultdict(list)
+    cols = [table[c].to_pylist() for c in ("topic", "partition", "offset", "key", "value",
+                                            "headers", "timestampType")]
+    for (topic, part, offset, key, value, headers, ts_type), t in zip(zip(*cols), ts.to_pylist()):
+        out[(topic, part)].append(Consumed(offset, key, value,
+                                           tuple((h["key"], h["value"]) for h in headers or ()),
+                                           t, ts_type))
+    for recs in out.values():
+        recs.sort(key=lambda r: r.offset)
+    return dict(out)
+
+
+def differences(expected: dict[tuple[str, int], list[Consumed]],
+                got: dict[tuple[str, int], list[Consumed]]) -> list[str]:
+    """Per partition: the offsets only one side has and the first record that differs."""
+    found = []
+    for tp in sorted(set(expected) | set(got)):
+        want = {r.offset: r for r in expected.get(tp, [])}
+        have = {r.offset: r for r in got.get(tp, [])}
+        if want == have:
+            continue
+        missing, extra = sorted(set(want) - set(have)), sorted(set(have) - set(want))
+        line = f"{tp[0]}-{tp[1]}: consumer {len(want)} records, ours {len(have)}"
+        if missing:
+            line += f"; only the consumer has offsets {missing[:10]}{'...' if len(missing) > 10 else ''}"
+        if extra:
+            line += f"; only we have offsets {extra[:10]}{'...' if len(extra) > 10 else ''}"
+        unequal = [o for o in sorted(set(want) & set(have)) if want[o] != have[o]]
+        if unequal:
+            line += f"; {len(unequal)} differ, first: consumer {want[unequal[0]]} ours {have[unequal[0]]}"
+        found.append(line)
+    return found
+
+
+def topic_records(records, topic):
+    return {tp: recs for tp, recs in records.items() if tp[0] == topic}
+
+
+# --- the scenario did what it claims (else the comparisons below prove little) ----------------
+
+def test_scenario_exercises_the_broker(oracle):
+    uncommitted, committed = (oracle.consumed[i] for i in ("read_uncommitted", "read_committed"))
+    count = {t: sum(len(r) for r in topic_records(uncommitted, t).values()) for t in TOPICS}
+    for topic in ("py-codecs", "java-codecs", "java-logappend"):
+        assert count[topic] == oracle.produced[topic], topic
+    for topic in ("py-txn", "java-txn"):  # aborted records: seen uncommitted, hidden committed
+        assert count[topic] == oracle.produced[topic], topic
+        assert sum(len(r) for r in topic_records(committed, topic).values()) < count[topic]
+    assert count["compacted"] < oracle.produced["compacted"]  # the cleaner removed records
+    assert "cleaned log compacted-0" in oracle.broker_log
+    assert uncommitted[("deleted-records", 0)][0].offset == DELETE_BEFORE
+    assert uncommitted[("retention", 0)][0].offset == 60
+    assert any(r.timestamp_type == 1 for r in uncommitted[("java-logappend", 0)])
+    segments = list((oracle.log_dir / "py-codecs-0").glob("*.log"))
+    assert len(segments) >= 5, "one segment per codec at least"
+
+
+# --- read_log ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("topic", list(TOPICS))
+def test_read_log_matches_read_uncommitted_consumer(oracle, topic):
+    table = kl.read_log(oracle.log_dir, topics=[topic], include_headers=True)
+    expected = topic_records(oracle.consumed["read_uncommitted"], topic)
+    assert differences(expected, records_of(table)) == []
+
+
+# --- spark.read.format("kafkalog") -----------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def spark_records(oracle, spark):
+    """``isolation level -> records`` as one Spark read of every scenario topic returns them."""
+    def read(isolation: str):
+        df = (spark.read.format("kafkalog").option("subscribe", ",".join(TOPICS))
+              .option("includeHeaders", "true").option("kafka.isolation.level", isolation)
+              .load(str(oracle.log_dir)))
+        return records_of(df.toArrow())
+
+    return {iso: read(iso) for iso in ("read_uncommitted", "read_committed")}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+@pytest.mark.parametrize("topic", list(TOPICS))
+def test_spark_read_matches_consumer(oracle, spark_records, isolation, topic):
+    expected = topic_records(oracle.consumed[isolation], topic)
+    assert differences(expected, topic_records(spark_records[isolation], topic)) == []
+
+
+# --- verify ------------------------------------------------------------------------------------
+
+def test_verify_deep_finds_nothing_in_the_brokers_files(oracle):
+    done = subprocess.run([sys.executable, "-m", "kafkalog_spark.cli", "verify", "--deep",
+                           str(oracle.log_dir)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
