@@ -185,6 +185,10 @@ class ProducerStateTracker:
 
     producers: dict[int, _Producer] = field(default_factory=dict)
     ongoing: dict[int, int] = field(default_factory=dict)  # producer id -> open txn first offset
+    # (producer id, marker offset) of ABORT markers that closed no open transaction: the cleaner
+    # keeps such a marker (and its .txnindex entry) after removing its transaction's data
+    # (KAFKA_FORMATS §15.8); Kafka's replay emits no CompletedTxn for it. Callers clear it.
+    bare_aborts: list[tuple[int, int]] = field(default_factory=list)
 
     def open_transaction(self, producer_id: int, first_offset: int) -> None:
         """Seed a transaction already open before the data being replayed."""
@@ -226,6 +230,8 @@ class ProducerStateTracker:
                 done = None
                 if state.current_txn_first_offset >= 0:
                     done = (state.current_txn_first_offset, marker_type == ABORT)
+                elif marker_type == ABORT:
+                    self.bare_aborts.append((pid, base))
                 state.set_epoch(epoch)
                 state.current_txn_first_offset = -1
                 state.coordinator_epoch = coordinator_epoch

@@ -153,8 +153,9 @@ def verify_producer_state(part: PartitionDir, checks: Sequence[SegmentCheck], *,
         except KafkaLogError as exc:
             problems.append(_from_error(exc, "txnindex"))
             return problems
+        bare, tracker.bare_aborts = tracker.bare_aborts, []
         if check_indexes:
-            problems.extend(_compare_txn_index(seg, aborted))
+            problems.extend(_compare_txn_index(seg, aborted, bare))
         if c.valid_bytes < c.bytes:
             break  # the state after a damaged segment means nothing
     return problems
@@ -207,7 +208,13 @@ def compare_snapshot(snap: ProducerSnapshot, tracker: ProducerStateTracker, firs
     return problems
 
 
-def _compare_txn_index(seg: Segment, aborted: list) -> list[Problem]:
+def _compare_txn_index(seg: Segment, aborted: list,
+                       bare: Sequence[tuple[int, int]] = ()) -> list[Problem]:
+    """The segment's ``.txnindex`` against the transactions its ABORT markers close. An entry
+    for a ``bare`` marker (one that closed no open transaction: the cleaner removed the data
+    and kept the marker) may be there or not — the cleaner keeps it in the round that removes
+    the data and drops it in a later one (KAFKA_FORMATS §15.8); only its producer and last
+    offset can be checked against the log."""
     expected = TxnIndex.from_entries(seg.base_offset, [(t.producer_id, t.first_offset, t.last_offset,
                                                         t.last_stable_offset) for t in aborted])
     file = str(seg.txnindex or seg.log.with_name(N.segment_file_name(seg.base_offset, N.TXN_INDEX)))
@@ -222,16 +229,26 @@ def _compare_txn_index(seg: Segment, aborted: list) -> list[Problem]:
     except KafkaLogError:
         return []  # already reported by the file-local check
     cols = ("producer_id", "first_offset", "last_offset", "last_stable_offset")
-    n = min(len(found), len(expected))
-    for i in range(n):
+    want = [tuple(int(getattr(expected, c)[i]) for c in cols) for i in range(len(expected))]
+    optional = set(bare)
+    j, extra = 0, None  # next expected entry; first entry no marker accounts for
+    for i in range(len(found)):
         a = tuple(int(getattr(found, c)[i]) for c in cols)
-        b = tuple(int(getattr(expected, c)[i]) for c in cols)
-        if a != b:
+        if j < len(want) and a == want[j]:
+            j += 1
+        elif (a[0], a[2]) in optional and a[1] <= a[2]:
+            optional.discard((a[0], a[2]))
+        elif j < len(want):
             return [Problem(ERROR, "txnindex", f"entry {i} (producer, first, last, LSO) = {a}; "
-                            f"the markers in the log say {b}", file, i * ABORTED_TXN_SIZE,
+                            f"the markers in the log say {want[j]}", file, i * ABORTED_TXN_SIZE,
                             seg.base_offset)]
-    if len(found) != len(expected):
+        else:
+            extra = i
+            break
+    if extra is not None or j < len(want):
+        kept = f" (and {len(bare)} kept by the cleaner may be listed)" if bare else ""
+        at = len(found) if extra is None else extra
         return [Problem(ERROR, "txnindex", f"{len(found)} aborted transactions indexed; the "
-                        f"markers in the log abort {len(expected)}", file, n * ABORTED_TXN_SIZE,
-                        seg.base_offset)]
+                        f"markers in the log abort {len(want)}{kept}", file,
+                        at * ABORTED_TXN_SIZE, seg.base_offset)]
     return []
