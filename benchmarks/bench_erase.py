@@ -51,7 +51,7 @@ def child(mode: str, log_dir: str, fraction: float) -> None:
     with PeakAnon() as mem:
         t0 = time.perf_counter()
         if mode == "erase":
-            r = erase(log_dir, "bench", keys)
+            r = erase(log_dir, "bench", keys, execute_plan=True)
             removed = r["records_removed"]
             rewritten = sum(len(p["segments_rewritten"]) for p in r["partitions"])
         else:

@@ -6,7 +6,9 @@ disaster-recovery journey.
 Delta table, then:
 
 1. erases customer 7 by key from the log dir *and* the table in one run, with an audit report
-   that names no key (``kafkalog erase LOGS --topic orders --keys forget.txt --table LAKE``);
+   that names no key (``kafkalog erase LOGS --topic orders --keys forget.txt --table LAKE
+   --execute``; without ``--execute``, as every command that changes data in place, it only
+   plans);
 2. erases every record with the header ``region=eu`` older than a cut-off time, by a SQL
    predicate (``--where``), again from both copies;
 3. checks (``--check``) that nothing matching is left anywhere;
@@ -57,17 +59,20 @@ def main(argv: list[str] | None = None) -> dict:
     migrate(logs, lake)
     print(f"migrated: {DeltaTable(str(lake / 'orders')).to_pyarrow_table().num_rows} rows")
 
-    forget = erase_everywhere([logs], "orders", Selection(keys=[b"customer-7"]), [lake])
+    # erase changes the log dir and the table in place: a plan unless execute_plan (--execute)
+    forget = erase_everywhere([logs], "orders", Selection(keys=[b"customer-7"]), [lake],
+                              execute_plan=True)
     print(f"customer-7: {forget['records_removed']} records erased from the log dir, "
           f"{forget['tables'][0]['rows_matching']} rows from the table; key set sha256 "
           f"{forget['key_set_sha256'][:16]}...")
     assert b"customer-7" not in repr(forget).encode()  # the audit names no key
 
-    old_eu = erase_everywhere([logs], "orders", Selection(where=WHERE), [lake])
+    old_eu = erase_everywhere([logs], "orders", Selection(where=WHERE), [lake],
+                              execute_plan=True)
     print(f"region=eu before {CUT_OFF}: {old_eu['records_removed']} records erased, "
           f"{old_eu['tables'][0]['rows_matching']} rows")
 
-    left = [erase_everywhere([logs], "orders", sel, [lake], execute_plan=False)
+    left = [erase_everywhere([logs], "orders", sel, [lake])  # the plan: what is left
             for sel in (Selection(keys=[b"customer-7"]), Selection(where=WHERE))]
     print(f"--check: {[r['records_removed'] for r in left]} records, "
           f"{[r['tables'][0]['rows_matching'] for r in left]} rows left")

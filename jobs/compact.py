@@ -7,7 +7,9 @@
 Keys of the dirty ranges go through a Spark shuffle, segment groups are rewritten by tasks,
 and the driver swaps each partition in Kafka's crash-safe order under the log dir's ``.lock``
 (:func:`kafkalog_spark.compaction.compact.compact` with ``engine="spark"``). A dry run
-unless ``--execute``. Prints the plan and metrics; exit code 0.
+unless ``--execute``. Prints the plan and metrics; exit code 0 when nothing was due (or all
+of it was done), 1 for a dry run that found partitions to clean, 2 on a library error (no Kafka
+data, a --topic that is not there, corrupt data, a locked log dir) — as ``kafkalog compact``.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
                      engine="spark", spark=spark, high_watermark=args.high_watermark,
                      exact_keys=args.exact_keys)
     print(json.dumps(result.to_dict(), indent=2) if args.json else render_compaction(result))
-    return 0
+    return 1 if result.plans and not args.execute else 0
 
 
 if __name__ == "__main__":

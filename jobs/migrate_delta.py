@@ -5,8 +5,10 @@
 Spark tasks decode the segments and write Parquet; the driver commits each table with delta-rs,
 or, when the Delta jars are on the classpath (``--packages io.delta:delta-spark_2.13:<v>``),
 appends with ``format("delta")``. Incremental and exactly-once: run it again to add only what is
-new (see docs/delta.md). Prints the run's metrics as JSON; exit code 0 on success, 2 on a
-library error (data loss, corrupt input, a table another run holds).
+new (see docs/delta.md). Written unless ``--dry-run`` (new output, as ``kafkalog migrate``).
+Prints the run's metrics as JSON; exit code 0 on success (or everything up to date), 1 for a
+dry run that would migrate something, 2 on a library error (no Kafka data, a topic that is not
+there, data loss, corrupt input, a table another run holds).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import json
 import sys
 
 from kafkalog_spark.delta import migrate
+from kafkalog_spark.delta.migrate import pending
 from kafkalog_spark.report import run_job
 from kafkalog_spark.log.object_options import normalize_options
 from kafkalog_spark.spark import session, session_storage_options
@@ -58,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
                       engine="spark", single_writer=args.single_writer,
                       storage_options=storage or None)
     print(json.dumps(metrics, indent=2))
-    return 0
+    return 1 if args.dry_run and pending(metrics) else 0
 
 
 if __name__ == "__main__":

@@ -5,8 +5,10 @@ log dirs into one new log dir, one Spark task per partition.
 
 Every executor must see the source log dirs and ``OUT`` at the same paths (shared storage).
 The driver checks the inputs, writes the offset checkpoints and rebuilds the derived files
-(:func:`kafkalog_spark.recovery.reconcile.reconcile`). Exit code 0 when ``OUT`` was written
-and verifies clean (or, for a dry run, always 0 after printing the plan), 1 otherwise.
+(:func:`kafkalog_spark.recovery.reconcile.reconcile`). A dry run unless ``--execute``. Exit
+code 0 when ``OUT`` was written and verifies clean, 1 for a dry run that would write
+partitions or an ``OUT`` that does not verify clean, 2 on a library error — as ``kafkalog
+reconcile``.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     report = reconcile(args.log_dirs, args.dest, execute_plan=args.execute,
                        quarantine_dir=args.quarantine, segment_bytes=args.segment_bytes,
                        spark=spark)
-    ok = verify_spark(spark, [args.dest]).ok if args.execute else True
+    ok = verify_spark(spark, [args.dest]).ok if args.execute else not report.partitions
     if args.json:
-        print(json.dumps({"reconcile": report.to_dict(), "verified": ok}, indent=2))
+        print(json.dumps({"reconcile": report.to_dict(),
+                          **({"verified": ok} if args.execute else {})}, indent=2))
     else:
         print(render_reconcile(report))
     return 0 if ok else 1

@@ -7,7 +7,9 @@ parallel and prints the problems; step 2 runs :func:`kafkalog_spark.recovery.rec
 on the driver (a dry run unless ``--execute``; ``--salvage`` keeps every valid batch after
 damage) — repairs are sequential per partition by
 nature, and each log dir's ``.lock`` is taken by one process. Step 3 (with ``--execute``)
-verifies again. Exit code 0 when the dirs verify clean at the end, 1 otherwise.
+verifies again. Exit code 1 for a dry run that would change something (as ``kafkalog
+recover``) or when the dirs do not verify clean at the end (as ``kafkalog verify``), 2 on a
+library error, else 0.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
         print(render_recovery(result))
         if args.execute:
             print(render_verify(after))
-    return 0 if after.ok else 1
+    return 1 if (result.changed and not args.execute) or not after.ok else 0
 
 
 if __name__ == "__main__":

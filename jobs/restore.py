@@ -6,7 +6,9 @@ log dir, one Spark task per topic-partition.
 Every executor must see the table and ``DEST_LOG_DIR`` at the same paths (shared storage). The
 driver plans, writes the offset checkpoints and rebuilds the derived files
 (:func:`kafkalog_spark.delta.restore.restore`); the restored log dir is then verified with a
-Spark job. Exit code 0 when it verifies clean (or after a dry run's plan), 1 otherwise.
+Spark job. Written unless ``--dry-run`` (new output, as ``kafkalog restore``). Exit code 0
+when it verifies clean (or a dry run finds everything up to date), 1 for a dry run that would
+restore records or a restored log dir that does not verify clean, 2 on a library error.
 """
 
 from __future__ import annotations
@@ -36,14 +38,21 @@ def main(argv: list[str] | None = None) -> int:
     result = restore(args.table, args.dest, topics=args.topic, execute_plan=not args.dry_run,
                      segment_bytes=args.segment_bytes,
                      allow_open_transactions=args.allow_open_transactions, spark=spark)
-    ok = verify_spark(spark, [args.dest]).ok if not args.dry_run else True
+    if args.dry_run:
+        would = any(p["records"] for p in result["partitions"])
+        ok, verdict = not would, ("planned; run again without --dry-run" if would
+                                  else "up to date: nothing new to restore")
+    else:
+        ok = verify_spark(spark, [args.dest]).ok
+        verdict = "verified clean" if ok else "FAILED verification"
     if args.json:
-        print(json.dumps({"restore": result, "verified": ok}, indent=2))
+        print(json.dumps({"restore": result, **({} if args.dry_run else {"verified": ok})},
+                         indent=2))
     else:
         for p in result["partitions"]:
             print(f"{p['topic']}-{p['partition']}: offsets [{p['from_offset']}, "
                   f"{p['log_end_offset']}), {p['records']:,} records")
-        print("verified clean" if ok else "FAILED verification")
+        print(verdict)
     return 0 if ok else 1
 
 

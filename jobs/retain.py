@@ -6,7 +6,9 @@
 Retention is planning over directory listings and time indexes plus a few renames per
 partition under each log dir's ``.lock``, so it runs on the driver (no Spark session is
 started); it is a job here so clusters schedule it next to ``jobs/compact.py``. A dry run
-unless ``--execute``. Prints the plan and the metrics; exit code 0.
+unless ``--execute``. Prints the plan and the metrics; exit code 0 when nothing was due (or all
+of it was done), 1 for a dry run that found segments to delete, 2 on a library error — as
+``kafkalog retain``.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
                     config_file=args.config_file, delete_delay_ms=args.delete_delay_ms,
                     high_watermark=args.high_watermark)
     print(json.dumps(result.to_dict(), indent=2) if args.json else render_retention(result))
-    return 0
+    return 1 if result.metrics["segments_deleted"] and not args.execute else 0
 
 
 if __name__ == "__main__":

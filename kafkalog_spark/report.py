@@ -179,6 +179,13 @@ def render_retention(result: RetentionResult) -> str:
     return "\n".join(lines)
 
 
+def anything_left(report: dict) -> bool:
+    """Whether an erase report that did not execute (a plan, a ``--check``) counts any
+    matching record or row: what a run with ``--execute`` would erase."""
+    return bool(report["records_removed"]
+                or any(t["rows_matching"] for t in report.get("tables", [])))
+
+
 def render_erase(report: dict, check: bool = False) -> str:
     """The audit report as text: per partition, per table, then the key set's totals."""
     state = "left" if check else "erased" if report["executed"] else "to erase"
@@ -194,5 +201,7 @@ def render_erase(report: dict, check: bool = False) -> str:
             lines.append(f"  note: {t['vacuum']}")
     named = (f"key set {report['keys']:,} keys, sha256 {report['key_set_sha256']}"
              if "keys" in report else f"predicate sha256 {report['predicate_sha256']}")
-    lines.append(f"{report['topic']}: {report['records_removed']:,} records {state}; {named}")
+    lines.append(f"{report['topic']}: {report['records_removed']:,} records {state}; {named}"
+                 + ("; run again with --execute" if not (check or report["executed"])
+                    and anything_left(report) else ""))
     return "\n".join(lines)

@@ -399,9 +399,9 @@ def test_erase_job_on_the_cluster_equals_the_library(spark_cluster, tmp_path):
                      partition=partition, codec="lz4", max_batch_records=40,
                      segment_bytes=20_000)
     shutil.copytree(tmp_path / "engine", tmp_path / "cluster")
-    want = erase(tmp_path / "engine", "t", where=WHERE)
+    want = erase(tmp_path / "engine", "t", where=WHERE, execute_plan=True)
     done = spark_submit(JOBS / "erase.py", str(tmp_path / "cluster"), "--topic", "t",
-                        "--where", WHERE, "--json", master=spark_cluster.url)
+                        "--where", WHERE, "--execute", "--json", master=spark_cluster.url)
     report = job_json(done)
     assert {k: v for k, v in report.items() if k != "tables"} == want
     assert want["records_removed"] > 0

@@ -427,11 +427,16 @@ def test_cli_migrate_and_exit_codes(logs, tmp_path):
                               "--json"])
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)["records"] == 690
-    res = runner.invoke(cli, ["migrate", str(logs), str(dest)])
-    assert "orders: up to date" in res.output and "0 commits" in res.output
+    res = runner.invoke(cli, ["migrate", str(logs), str(dest)])  # run twice: nothing new
+    assert res.exit_code == 0 and "orders: up to date" in res.output
+    assert res.output.splitlines()[-1].startswith("up to date: nothing new to migrate")
+    assert runner.invoke(cli, ["migrate", str(logs), str(dest), "--dry-run"]).exit_code == 0
     kl.write_log(records(3, start=600), logs)
     res = runner.invoke(cli, ["migrate", str(logs), str(dest), "--dry-run"])
-    assert res.exit_code == 0 and "would migrate offsets of 3 partitions (span 3)" in res.output
+    assert res.exit_code == 1, res.output  # a plan that would write something
+    assert "would migrate offsets of 3 partitions (span 3)" in res.output
+    assert "would migrate 3 partitions into 2 tables" in res.output and "planned: 0" not in \
+        res.output
     assert DeltaTable(str(dest / "orders")).transaction_version("kafkalog:orders:0") == 200
     res = runner.invoke(cli, ["migrate", str(logs), str(dest), "--partition-by", "date"])
     assert res.exit_code != 0 and "keeps its partitioning" in str(res.exception or res.output)

@@ -169,7 +169,7 @@ def test_trailing_bytes_max_bytes_and_corrupt_size(tmp_path: Path) -> None:
     limited = run("--max-bytes", "100", "--files", str(log)).stdout.splitlines()
     assert len(limited) == 3 and limited[2].startswith("baseOffset: 0 ")  # no warning with --max-bytes
     bad = write(tmp_path, "00000000000000000001.log", V2_1, extra=b"\x00" * 30)
-    out = run("--files", str(bad), code=1)
+    out = run("--files", str(bad), code=2)
     assert len(out.stdout.splitlines()) == 3  # batch printed, nothing after the bad entry
     assert "Found record size 0 smaller than minimum record overhead (14)" in out.stderr
     assert "byte position 71" in out.stderr
@@ -261,7 +261,7 @@ def test_index_sanity_check(shared_fixtures: Path, tmp_path: Path) -> None:
                                        f"Dumping {tindex}", f"{tindex} passed sanity check."]
     index.write_bytes(index.read_bytes() + bytes.fromhex("ffffffff00000000"))  # offset below base
     tindex.write_bytes(tindex.read_bytes() + bytes(12))  # zero tail: last timestamp < first
-    bad = run("--index-sanity-check", "--files", f"{index},{tindex}", code=1)
+    bad = run("--index-sanity-check", "--files", f"{index},{tindex}", code=2)
     assert "passed sanity check" not in bad.stdout
     errors = bad.stderr.splitlines()
     assert len(errors) == 2
@@ -395,7 +395,7 @@ def test_undecodable_records_reported_and_dump_goes_on(tmp_path: Path) -> None:
     raw[57:61] = (2).to_bytes(4, "big")  # recordsCount 2, but one record follows
     log = tmp_path / "00000000000000000000.log"
     log.write_bytes(bytes(raw) + bytes.fromhex(V2_3))
-    out = run("--deep-iteration", "--files", str(log), code=1)
+    out = run("--deep-iteration", "--files", str(log), code=2)
     lines = out.stdout.splitlines()
     assert lines[2].startswith("baseOffset: 0 lastOffset: 0 count: 2 ")
     assert lines[3].startswith("baseOffset: 3 lastOffset: 3 count: 1 ")

@@ -55,7 +55,7 @@ def test_erase_removes_exactly_the_keys(tmp_path, codec):
     segs = {p.name: p.read_bytes() for p in (logs / "t-0").glob("*.log")}
     dry = erase(logs, "t", KEYS, execute_plan=False)
     assert rows(logs).equals(before)
-    report = erase(logs, "t", KEYS)
+    report = erase(logs, "t", KEYS, execute_plan=True)
     assert report["records_removed"] == dry["records_removed"] > 0
     after = rows(logs)
     assert without(after, KEYS) == without(before, KEYS)
@@ -75,7 +75,7 @@ def test_legacy_wrappers_and_multiple_key_passes(tmp_path):
     logs = legacy_log(tmp_path, 1, 1)  # v1 gzip wrappers of 25 records
     before = rows(logs)
     keys = [b"k%d" % i for i in (3, 30, 31, 599)]
-    report = erase(logs, "t", keys, max_keys=1)  # four passes of one key
+    report = erase(logs, "t", keys, max_keys=1, execute_plan=True)  # four passes of one key
     assert report["records_removed"] == 4
     # rebuilt wrappers are v2 batches now (KIP-724): the records are the same
     record = ["offset", "key", "value", "timestamp"]
@@ -94,7 +94,7 @@ def test_producer_state_markers_and_log_end_kept(tmp_path):
     clean = kl.verify(logs).ok
     before = rows(logs, include_control=True)
     keys = [b"k%d" % i for i in (10, 11, 12, 13, 14, 30, 31)]  # a whole transactional batch
-    erase(logs, "txn", keys)
+    erase(logs, "txn", keys, execute_plan=True)
     after = rows(logs, include_control=True)
     assert without(after, keys) == without(before, keys)
     t = scan_entries(np.frombuffer((logs / "txn-0" / f"{0:020d}.log").read_bytes(), np.uint8))
@@ -118,11 +118,21 @@ def test_keys_file_and_cli(tmp_path, capsys):
     args = ["erase", str(logs), "--topic", "t", "--keys", str(tmp_path / "keys.txt")]
     check = CliRunner().invoke(cli, [*args, "--check"])
     assert check.exit_code == 1 and "records left" in check.output
-    left = erase(logs, "t", [b"k7", b"k13"], execute_plan=False)["records_removed"]
-    assert main([*args, "--report", str(tmp_path / "audit.json")]) == 0
+    left = erase(logs, "t", [b"k7", b"k13"])["records_removed"]  # the library plans too
+    before = rows(logs)
+    plan = CliRunner().invoke(cli, args)  # erase changes a log dir in place: a plan by default
+    assert plan.exit_code == 1 and "records to erase" in plan.output, plan.output
+    assert "run again with --execute" in plan.output and rows(logs).equals(before)
+    assert CliRunner().invoke(cli, [*args, "--dry-run"]).output == plan.output  # the same plan
+    both = CliRunner().invoke(cli, [*args, "--dry-run", "--execute"])
+    assert both.exit_code == 2 and "give one" in both.output and rows(logs).equals(before)
+    assert main([*args, "--execute", "--report", str(tmp_path / "audit.json")]) == 0
     audit = json.loads((tmp_path / "audit.json").read_text())
     assert audit["records_removed"] == left > 0 and len(audit["key_set_sha256"]) == 64
     assert CliRunner().invoke(cli, [*args, "--check"]).exit_code == 0
+    again = CliRunner().invoke(cli, [*args, "--execute"])  # run twice: nothing left to erase
+    assert again.exit_code == 0 and "t: 0 records erased" in again.output, again.output
+    assert CliRunner().invoke(cli, args).exit_code == 0  # and a plan finds nothing to do
     (tmp_path / "hex.txt").write_text("6b37\n")  # "k7" in hex
     assert CliRunner().invoke(cli, ["erase", str(logs), "--topic", "t", "--keys",
                                     str(tmp_path / "hex.txt"), "--keys-encoding", "hex",
@@ -130,7 +140,7 @@ def test_keys_file_and_cli(tmp_path, capsys):
 
 
 def _erase(step, logs: str) -> None:
-    erase(logs, "t", KEYS, step=step)
+    erase(logs, "t", KEYS, step=step, execute_plan=True)
 
 
 @pytest.mark.slow  # a fork per step: the JIT pass runs it
@@ -147,7 +157,7 @@ def test_a_run_killed_at_any_step_is_finished_by_the_next(tmp_path):
         logs = build(tmp_path / f"k{k}")
         out = run_forked(_erase, kill_at=k, logs=str(logs))
         assert out.killed, (k, out)
-        erase(logs, "t", KEYS)
+        erase(logs, "t", KEYS, execute_plan=True)
         assert without(rows(logs), KEYS) == want and \
             rows(logs).num_rows == len(want), (k, out.steps[-1])
         assert kl.verify(logs).ok, (k, out.steps[-1])
@@ -164,11 +174,11 @@ def test_one_run_covers_the_log_dir_and_the_migrate_table(tmp_path):
     (tmp_path / "keys.txt").write_text("k7\nk13\n")
     args = ["erase", str(logs), "--topic", "t", "--keys", str(tmp_path / "keys.txt"),
             "--table", str(tmp_path / "lake")]
-    dry = CliRunner().invoke(cli, [*args, "--dry-run", "--json"])
-    assert dry.exit_code == 0, dry.output
+    dry = CliRunner().invoke(cli, [*args, "--json"])
+    assert dry.exit_code == 1, dry.output  # a plan that would change something
     matching = json.loads(dry.output)["tables"][0]["rows_matching"]
     assert matching == json.loads(dry.output)["records_removed"] > 0
-    done = CliRunner().invoke(cli, args)
+    done = CliRunner().invoke(cli, [*args, "--execute"])
     assert done.exit_code == 0 and "vacuum" in done.output, done.output
     from deltalake import DeltaTable
 
@@ -210,7 +220,7 @@ def test_where_removes_what_the_predicate_selects(tmp_path):
     kl.write_log(records(3000), logs, topic="t", codec="lz4", max_batch_records=40,
                  segment_bytes=20_000)
     before = rows(logs)
-    report = erase(logs, "t", where=WHERE)
+    report = erase(logs, "t", where=WHERE, execute_plan=True)
     hits = where_hits(before)
     assert report["records_removed"] == pc.sum(hits).as_py() > 150
     assert rows(logs).select(META).to_pylist() == before.filter(pc.invert(hits)).select(
@@ -250,7 +260,7 @@ def test_where_on_the_migrate_table_deletes_the_same_rows(tmp_path):
     migrate(logs, tmp_path / "lake", layout="single", include_headers=True)
     args = ["erase", str(logs), "--topic", "t", "--where", WHERE, "--table",
             str(tmp_path / "lake"), "--json"]
-    done = CliRunner().invoke(cli, args)
+    done = CliRunner().invoke(cli, [*args, "--execute"])
     assert done.exit_code == 0, done.output
     report = json.loads(done.output)
     assert report["tables"][0]["rows_matching"] == report["records_removed"] > 0
@@ -276,8 +286,9 @@ def test_the_spark_engine_writes_the_local_engines_bytes(tmp_path, spark):
     shutil.copytree(tmp_path / "local", tmp_path / "spark")
     engine = {}
     for name, sess in (("local", None), ("spark", spark)):
-        engine[name] = [erase(tmp_path / name, "t", KEYS, max_keys=2, spark=sess),  # 2 passes
-                        erase(tmp_path / name, "t", where=WHERE, spark=sess)]
+        engine[name] = [erase(tmp_path / name, "t", KEYS, max_keys=2, spark=sess,  # 2 passes
+                              execute_plan=True),
+                        erase(tmp_path / name, "t", where=WHERE, spark=sess, execute_plan=True)]
     assert engine["spark"] == engine["local"] and engine["local"][1]["records_removed"] > 0
     files = sorted(p.relative_to(tmp_path / "local") for p in (tmp_path / "local").rglob("*"))
     assert files == sorted(p.relative_to(tmp_path / "spark") for p in
@@ -300,8 +311,9 @@ def test_the_spark_engine_over_two_log_dirs_and_a_dry_run(tmp_path, spark):
     before = sorted(str(p) for p in tmp_path.rglob("*"))
     dry = erase(dirs, "t", KEYS, execute_plan=False, spark=spark)
     assert sorted(str(p) for p in tmp_path.rglob("*")) == before and dry["records_removed"] > 0
-    done = erase(dirs, "t", KEYS, spark=spark)
-    want = erase([tmp_path / "local" / d / "logs" for d in ("a", "b")], "t", KEYS)
+    done = erase(dirs, "t", KEYS, spark=spark, execute_plan=True)
+    want = erase([tmp_path / "local" / d / "logs" for d in ("a", "b")], "t", KEYS,
+                 execute_plan=True)
     assert done == want
     for d in dirs:
         assert not [p for p in d.parent.iterdir() if p.name.startswith(".")]

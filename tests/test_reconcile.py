@@ -204,7 +204,7 @@ def test_the_spark_job_writes_what_the_library_writes(spark, tmp_path, capsys):
     reconcile(brokers, tmp_path / "lib", execute_plan=True)
     job = _job("reconcile")
     args = [*map(str, brokers), "--dest", str(tmp_path / "job")]
-    assert job.main(args) == 0 and not (tmp_path / "job").exists()  # dry run
+    assert job.main(args) == 1 and not (tmp_path / "job").exists()  # dry run: a plan
     capsys.readouterr()
     assert job.main([*args, "--execute", "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)

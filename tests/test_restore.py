@@ -165,11 +165,16 @@ def test_cli_dry_run_then_restore(tmp_path):
     migrate(src, tmp_path / "lake")
     runner = CliRunner()
     dry = runner.invoke(cli, ["restore", "--dry-run", str(tmp_path / "lake"), str(tmp_path / "b")])
-    assert dry.exit_code == 0 and "would restore offsets [0, 300)" in dry.output
+    assert dry.exit_code == 1  # a plan that would write something
+    assert "would restore offsets [0, 300)" in dry.output and "run again without --dry-run" \
+        in dry.output
     assert not (tmp_path / "b").exists()
     done = runner.invoke(cli, ["restore", str(tmp_path / "lake"), str(tmp_path / "b")])
     assert done.exit_code == 0 and "restored offsets [0, 300)" in done.output, done.output
     assert rows(tmp_path / "b") == rows(src)
+    for args in ([], ["--dry-run"]):  # run twice: up to date, exit 0
+        again = runner.invoke(cli, ["restore", *args, str(tmp_path / "lake"), str(tmp_path / "b")])
+        assert again.exit_code == 0 and "up to date: nothing new to restore" in again.output
 
 
 @pytest.mark.slow  # a fresh interpreter per step (deltalake does not survive a fork)

@@ -2,8 +2,9 @@
 
 Takes DumpLogSegments' options under their Kafka names, so existing command lines keep working
 (``kafkalog dump --files 00000000000000000000.log --deep-iteration``); the formatting lives in
-:mod:`kafkalog_spark.log.dump`. Exit code 0 when every file was dumped (mismatch reports
-included, as Kafka), 1 when a file could not be dumped completely, 2 for bad options.
+:mod:`kafkalog_spark.log.dump`. Read-only: exit code 0 when every file was dumped (mismatch
+reports included, as Kafka), 2 when a file could not be dumped completely or the options are
+bad (an error, as for every command; the files that could be dumped are still printed).
 """
 
 from __future__ import annotations
@@ -90,4 +91,4 @@ def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool
         report = dump_files(targets, options, out, err)
     out.flush()
     if not report.ok:
-        sys.exit(1)
+        sys.exit(2)

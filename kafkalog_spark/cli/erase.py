@@ -1,9 +1,11 @@
 """``kafkalog erase`` (entry-point layer): remove every record with one of a set of keys, or
 matching a SQL predicate, from a stopped broker's log dirs (and migrate tables), and prove it.
 
-Exit code 0 when the run finished (``--check``: no matching record is left), 1 when ``--check``
-finds matching records, 2 when the command failed (a missing or empty keys file, a predicate
-that does not parse, a log dir a broker holds).
+It changes log dirs and tables in place, so it only plans unless ``--execute`` (``--dry-run``,
+from before that rule, is the same plan). Exit code 0 when nothing matches (or everything
+planned was erased), 1 for a plan (or ``--check``) that finds matching records, 2 when the
+command failed (a missing or empty keys file, a predicate that does not parse, a topic that is
+not there, a log dir a broker holds).
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import sys
 import click
 
 from ..compaction.erase_select import DEFAULT_MAX_KEYS, Selection, read_keys
-from ..delta.erase import anything_left, erase_everywhere
+from ..delta.erase import erase_everywhere
 from ..errors import InvalidOptionError
-from ..report import render_erase
+from ..report import anything_left, render_erase
 from .options import PathOrURI
 
 
@@ -36,14 +38,18 @@ from .options import PathOrURI
 @click.option("--table", "tables", multiple=True, type=PathOrURI(exists=True, file_okay=False),
               help="Also delete the rows from this migrate table (or folder of per-topic "
                    "tables); repeatable.")
-@click.option("--dry-run", is_flag=True, help="Report what would be erased; change nothing.")
-@click.option("--check", is_flag=True, help="Exit 1 if any matching record is left.")
+@click.option("--execute", is_flag=True,
+              help="Erase: rewrite the segments and tables (default: dry run, only plan).")
+@click.option("--dry-run", is_flag=True,
+              help="Only plan: the default (accepted for scripts written before --execute).")
+@click.option("--check", is_flag=True,
+              help="Only report what is left: exit 1 if any matching record or row is.")
 @click.option("--report", "report_file", type=click.Path(dir_okay=False),
               help="Also write the audit report (JSON) to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the audit report as JSON.")
 def command(log_dirs: tuple[str, ...], topic: str, keys_file: str | None, where: str | None,
-            keys_encoding: str, max_keys: int, tables: tuple[str, ...], dry_run: bool, check: bool,
-            report_file: str | None, as_json: bool) -> None:
+            keys_encoding: str, max_keys: int, tables: tuple[str, ...], execute: bool,
+            dry_run: bool, check: bool, report_file: str | None, as_json: bool) -> None:
     """Erase every record of TOPIC whose key is in the --keys file (or that --where selects)
     from the log dirs: affected segments are rewritten without those records (other offsets,
     batches and producer state kept) through the crash-safe .cleaned/.swap replacement;
@@ -53,9 +59,11 @@ def command(log_dirs: tuple[str, ...], topic: str, keys_file: str | None, where:
     """
     if (keys_file is None) == (where is None):
         raise InvalidOptionError("give exactly one of --keys FILE and --where PREDICATE")
+    if execute and (dry_run or check):
+        raise click.UsageError("--execute erases; --dry-run and --check only look: give one")
     keys = read_keys(keys_file, keys_encoding) if keys_file is not None else None
     report = erase_everywhere(log_dirs, topic, Selection(keys, where, max_keys), tables,
-                              execute_plan=not (dry_run or check), report_file=report_file)
+                              execute_plan=execute, report_file=report_file)
     click.echo(json.dumps(report, indent=2) if as_json else render_erase(report, check))
-    if check and anything_left(report):
+    if not execute and anything_left(report):
         sys.exit(1)

@@ -6,7 +6,9 @@ source of every value (:func:`kafkalog_spark.log.topic_config.effective_config`:
 file, KRaft metadata log, internal-topic settings, Kafka defaults), as a table or as JSON.
 Builds on
 :func:`kafkalog_spark.log.discovery.discover` and :func:`~kafkalog_spark.log.discovery.describe_segment`;
-it opens files only for reading and never changes a byte or a modification time.
+it opens files only for reading and never changes a byte or a modification time. A path with
+no Kafka data (an empty folder, a stray file named like a segment) is an error saying so, exit
+code 2 (:func:`~kafkalog_spark.log.selection.require_kafka_data`).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import click
 from ..errors import KafkaLogError
 from ..log.discovery import describe_segment, discover
 from ..log.model import LogDir, LogDirs, PartitionDir, Segment
+from ..log.selection import require_kafka_data
 from ..log.topic_config import SOURCE_DEFAULT, effective_config, metadata_topic_configs
 from ..report import parse_config_options
 from ..log.storage import user_paths
@@ -281,7 +284,9 @@ def command(paths: tuple[str, ...], as_json: bool, shallow: bool, configs: tuple
     log, internal-topic settings, or Kafka's defaults — what `kafkalog compact` and
     `kafkalog retain` would use with the same options.
     """
-    rep = report(discover(user_paths(paths, storage_options)), shallow=shallow, options=parse_config_options(configs),
+    found = discover(user_paths(paths, storage_options))
+    require_kafka_data(found)  # says "no Kafka data here", naming what the path holds
+    rep = report(found, shallow=shallow, options=parse_config_options(configs),
                  config_file=config_file, segments=as_json)
     if as_json:
         click.echo(json.dumps(rep, indent=2))

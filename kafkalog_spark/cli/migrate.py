@@ -1,18 +1,21 @@
 """``kafkalog migrate`` (entry-point layer): Kafka log dirs into Delta tables, incrementally.
 
-Writes only DEST; the log dirs are read-only. Run it again to add what is new: every record
-lands exactly once. Exit code 0 when the run finished (or, with ``--dry-run``, planned), 2 when
-it failed (data loss with ``--fail-on-data-loss``, corrupt input, a table another run holds).
-By default the run is local (no JVM); ``--spark`` runs Spark tasks.
+Writes only DEST (new output: written unless ``--dry-run``); the log dirs are read-only. Run
+it again to add what is new: every record lands exactly once. Exit code 0 when the run
+finished or everything was up to date, 1 for a ``--dry-run`` that would migrate something, 2
+when it failed (no Kafka data, a topic that is not there, data loss with
+``--fail-on-data-loss``, corrupt input, a table another run holds). By default the run is local
+(no JVM); ``--spark`` runs Spark tasks.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
-from ..delta.migrate import migrate
+from ..delta.migrate import migrate, pending
 from ..log.storage import user_paths
 from .options import PathOrURI, parse_storage_options, storage_option
 from .progress import Progress, progress_option, segment_files
@@ -37,9 +40,16 @@ def render(metrics: dict) -> str:
                      f"{gap['reason']}")
     for f in metrics["cleaned"]:
         lines.append(f"deleted uncommitted file of a killed run: {f}")
-    lines.append(f"{'planned' if metrics['dry_run'] else 'done'}: {metrics['records']:,} records, "
-                 f"{metrics['files']} files, {metrics['commits']} commits "
-                 f"(engine {metrics['engine']}, writer {metrics['writer']}, run {metrics['run_id']})")
+    run = f"(engine {metrics['engine']}, writer {metrics['writer']}, run {metrics['run_id']})"
+    n = pending(metrics)
+    if not n:
+        lines.append(f"up to date: nothing new to migrate {run}")
+    elif metrics["dry_run"]:
+        lines.append(f"would migrate {n} partitions into {len(metrics['tables'])} tables {run}; "
+                     "run again without --dry-run")
+    else:
+        lines.append(f"done: {metrics['records']:,} records, {metrics['files']} files, "
+                     f"{metrics['commits']} commits {run}")
     return "\n".join(lines)
 
 
@@ -110,3 +120,5 @@ def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_patt
                           app_id_prefix=app_id_prefix,
                           engine="spark" if use_spark else "local")
     click.echo(json.dumps(metrics, indent=2) if as_json else render(metrics))
+    if dry_run and pending(metrics):
+        sys.exit(1)

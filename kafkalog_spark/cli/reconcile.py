@@ -1,8 +1,9 @@
 """``kafkalog reconcile`` (entry-point layer): one log per partition from several brokers' disks.
 
-A dry run unless ``--execute``. Exit code 0 when the log dir was written (or a dry run found
-nothing divergent), 1 for a dry run, 2 when the command failed (a locked log dir, a path that
-is not a log dir, a destination that is not empty).
+A dry run unless ``--execute`` (a repair command: it plans first, like ``recover``). Exit code
+0 when the log dir was written (or a dry run found no partition to write), 1 for a dry run
+that would write partitions, 2 when the command failed (a locked log dir, a path that is not a
+log dir, a destination that is not empty).
 """
 
 from __future__ import annotations
@@ -40,5 +41,5 @@ def command(log_dirs: tuple[str, ...], dest: str, execute: bool, quarantine_dir:
     report = reconcile(list(log_dirs), dest, execute_plan=execute, quarantine_dir=quarantine_dir,
                        segment_bytes=segment_bytes)
     click.echo(json.dumps(report.to_dict(), indent=2) if as_json else render_reconcile(report))
-    if not execute:
+    if not execute and report.partitions:
         sys.exit(1)

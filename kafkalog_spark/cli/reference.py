@@ -18,9 +18,43 @@ HEADER = """# `kafkalog` command reference
 
 Generated from the code by `python -m kafkalog_spark.cli.reference > docs/cli.md`; a test
 fails when this file is out of date. Every command also answers `kafkalog <command> --help`.
-Library errors print one line `Error: ...` (naming file, byte position and base offset where
-there is one) and exit with code 2; usage errors exit 2; `verify` exits 1 when it finds a
-problem; dry runs of `compact`, `retain` and `recover` exit 1 when they would change something.
+
+## Rules every command follows
+
+**What a path must hold.** Every command refuses what `read_log` refuses, with exit code 2
+and one line saying why, never a run that does nothing and reports success:
+
+* a folder with no Kafka data (empty, or neither a log dir nor partition dirs nor segments):
+  `Error: no Kafka data here: ...`, naming what the folder holds; a `.log` outside a
+  `<topic>-<partition>` folder that does not start with a Kafka record batch or message is no
+  Kafka data either (`info` lists no partition for it);
+* a `--topic` (or `--topic-pattern`) that is not there: `Error: topic(s) ... not found in ...;
+  topics there: ...` (`restore`: the topics of the table);
+* corrupt data a command reads (`migrate`, `erase`, `compact`, `dump`): the typed error of the
+  first bad entry, naming file and byte position. `verify` reports damage (exit 1) and
+  `recover` repairs it: damage is their input, not an error;
+* `.log` files outside a `<topic>-<partition>` folder: `migrate` and `erase` need the folder
+  name for the topic and partition; `info`, `verify`, `dump` and `rebuild-index` take them.
+
+**When a command writes.**
+
+* Commands that change an existing log dir or table in place — `compact`, `retain`,
+  `recover`, `rebuild-index`, `erase` — and `reconcile` (a repair that writes a new log dir)
+  only plan unless `--execute`. (`erase --dry-run` is accepted and is the same plan.)
+* Commands that create new output — `migrate` (Delta tables) and `restore` (a log dir) — write
+  unless `--dry-run`; a second run adds only what is new, and says `up to date` when nothing
+  is.
+* `info`, `dump` and `verify` never change a byte.
+
+**Exit codes.**
+
+| exit | meaning |
+|---|---|
+| 0 | done, or nothing to do (a plan that would change nothing; `up to date`) |
+| 1 | a plan (`--dry-run`, or no `--execute`) that would change something; `verify` found a problem; `erase --check` found matching records |
+| 2 | an error: bad path or option, no Kafka data, a topic that is not there, corrupt data a command reads (a `dump` that could not dump a file), a log dir a broker holds; one line `Error: ...` naming the file, byte position and base offset where there is one |
+
+The spark-submit jobs (`jobs/*.py`) take the same flags and exit with the same codes.
 """
 
 

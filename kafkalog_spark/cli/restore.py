@@ -1,14 +1,17 @@
 """``kafkalog restore`` (entry-point layer): a table written by ``migrate`` back into partition
 dirs a broker loads, with the original offsets, timestamps, producer state and batches.
 
-Writes only DEST_LOG_DIR (an existing partition is continued from its end); the table is
-read-only. Exit code 0 when the run finished (or, with ``--dry-run``, planned), 2 when it
-failed (not a migrate table, a missing column, a log dir a broker holds).
+Writes only DEST_LOG_DIR (new output: written unless ``--dry-run``; an existing partition is
+continued from its end); the table is read-only. Exit code 0 when the run finished or
+everything was up to date, 1 for a ``--dry-run`` that would restore something, 2 when it
+failed (not a migrate table, a topic the table does not hold, a missing column, a log dir a
+broker holds).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 
@@ -31,8 +34,13 @@ def render(result: dict) -> str:
                      "batches" + (f", {p['bytes']:,} bytes in {len(p['segments'])} segments"
                                   if result["executed"] else ""))
     total = sum(p["records"] for p in result["partitions"])
-    lines.append(f"{'done' if result['executed'] else 'planned'}: {total:,} records, "
-                 f"{len(result['partitions'])} partitions")
+    if not total:
+        lines.append(f"up to date: nothing new to restore ({len(result['partitions'])} "
+                     "partitions)")
+    else:
+        lines.append(f"{'done' if result['executed'] else 'planned'}: {total:,} records, "
+                     f"{len(result['partitions'])} partitions"
+                     + ("" if result["executed"] else "; run again without --dry-run"))
     return "\n".join(lines)
 
 
@@ -73,3 +81,5 @@ def command(table: str, dest_log_dir: str, topics: tuple[str, ...], segment_byte
                      topic_ids=_topic_ids(topic_ids),
                      allow_open_transactions=allow_open_transactions)
     click.echo(json.dumps(result, indent=2) if as_json else render(result))
+    if dry_run and any(p["records"] for p in result["partitions"]):
+        sys.exit(1)

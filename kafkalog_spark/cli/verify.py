@@ -1,7 +1,8 @@
 """``kafkalog verify`` (entry-point layer): check log dirs and report every problem located.
 
 Read-only. Exit code 0 when nothing is wrong (warnings allowed), 1 when any error was found,
-2 when the command itself failed (a path that does not exist, an unreadable directory).
+2 when the command itself failed (a path that does not exist or holds no Kafka data, an
+unreadable directory).
 
 Local or Spark: the check runs in this process unless ``--spark`` is given or the ``.log``
 files total at least ``--spark-threshold`` bytes (default
@@ -18,6 +19,7 @@ import sys
 import click
 
 from ..log.discovery import discover
+from ..log.selection import require_kafka_data
 from ..log.verify import verify
 from ..report import render_verify
 from ..log.storage import user_paths
@@ -50,12 +52,13 @@ def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool,
         raise click.UsageError("--spark and --local exclude each other")
     refuse_symlinked_files(paths)
     paths = user_paths(paths, storage_options)
+    found = discover(list(paths))
+    require_kafka_data(found)  # nothing to check is a wrong path, not "OK"
     if not use_local and not use_spark:
         from ..recovery.verify_job import SPARK_THRESHOLD_BYTES
 
         limit = SPARK_THRESHOLD_BYTES if spark_threshold is None else spark_threshold
-        size = sum(p.size for p in discover(list(paths)).all_partition_dirs())
-        use_spark = size >= limit
+        use_spark = sum(p.size for p in found.all_partition_dirs()) >= limit
     if use_spark:
         from ..recovery.verify_job import verify_spark
         from ..spark import session

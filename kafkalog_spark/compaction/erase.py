@@ -84,16 +84,17 @@ class PartitionErase:
 
 def erase(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str,
           keys: Sequence[bytes] | None = None, *, where: str | None = None,
-          execute_plan: bool = True, max_keys: int = DEFAULT_MAX_KEYS,
+          execute_plan: bool = False, max_keys: int = DEFAULT_MAX_KEYS,
           step: Step | None = None, spark: Any = None) -> dict:
     """Erase the records of ``topic`` whose key is in ``keys``, or that ``where`` (a SQL
     predicate, :class:`.erase_select.Predicate`) selects (module docstring); with ``spark``,
     every segment is scanned and rewritten by a Spark task (:mod:`.erase_spark`).
 
+    A dry run unless ``execute_plan`` (as every operation that changes a log dir in place).
     Returns the audit report: ``{"executed", "topic", "key_set_sha256", "keys"`` (or
-    ``"predicate_sha256"``) ``, "records_removed", "partitions": [...]}``; with
-    ``execute_plan=False`` (dry run, and what ``--check`` runs) nothing changes and the counts
-    are what is there to erase.
+    ``"predicate_sha256"``) ``, "records_removed", "partitions": [...]}``; without
+    ``execute_plan`` (the plan, and what ``--check`` runs) nothing changes and the counts are
+    what is there to erase.
 
     Raises
     ------
@@ -108,7 +109,7 @@ def erase(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], t
 
 
 def erase_selected(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
-                   topic: str, selection: Selection, *, execute_plan: bool = True,
+                   topic: str, selection: Selection, *, execute_plan: bool = False,
                    step: Step | None = None, spark: Any = None) -> dict:
     """:func:`erase` of a :class:`.erase_select.Selection`."""
     ensure_local(log_dirs)

@@ -7,7 +7,8 @@ The table is scanned a batch at a time with the same matchers as the log dirs
 collecting the ``(partition, offset)`` of each matching row; one delta-rs MERGE then deletes
 exactly those rows in a single commit, rewriting only the files that hold them. The table's
 current version no longer holds them, but older versions' files still do until they are
-vacuumed — the report says how. ``execute_plan=False`` counts the matching rows left.
+vacuumed — the report says how. Without ``execute_plan`` (the default: a dry run) the matching
+rows are only counted.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ VACUUM_HINT = ("deleted rows stay in the files of earlier table versions until t
 
 def erase_everywhere(log_dirs: Sequence[str | os.PathLike[str]], topic: str,
                      selection: Selection, tables: Sequence[str | os.PathLike[str]] = (), *,
-                     execute_plan: bool = True, report_file: str | None = None,
+                     execute_plan: bool = False, report_file: str | None = None,
                      spark: Any = None) -> dict:
     """One erase run over the log dirs and the migrate ``tables`` (what ``kafkalog erase`` and
     ``jobs/erase.py`` run): the log dirs' audit report with a ``tables`` entry, also written
@@ -50,13 +51,8 @@ def erase_everywhere(log_dirs: Sequence[str | os.PathLike[str]], topic: str,
     return report
 
 
-def anything_left(report: dict) -> bool:
-    """Whether a report (of a ``--check``) counts any matching record or row."""
-    return bool(report["records_removed"] or any(t["rows_matching"] for t in report["tables"]))
-
-
 def erase_table(table: str | os.PathLike[str], topic: str, selection: Selection, *,
-                execute_plan: bool = True) -> list[dict]:
+                execute_plan: bool = False) -> list[dict]:
     """Delete ``topic``'s rows that ``selection`` matches from the migrate table(s) at
     ``table`` (a single-layout table, or the folder of per-topic tables). Returns per table the
     rows matching before (``execute_plan=False``: what is left) and, when executed, the new

@@ -126,6 +126,11 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
     return metrics
 
 
+def pending(metrics: dict) -> int:
+    """How many partitions a run's ``metrics`` moved (a dry run's: would move) forward."""
+    return sum(len(t["partitions"]) for t in metrics["tables"])
+
+
 def _run_tables(planned: list[tuple[TablePlan, dict[str, int]]], opts: MigrateOptions,
                 spark: Any, writer: str, run_id: str, step: Step | None
                 ) -> Iterator[tuple[int | None, list]]:

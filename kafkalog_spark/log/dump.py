@@ -37,6 +37,7 @@ from typing import Any, TextIO
 from ..codec.compression import DEFAULT_MAX_DECOMPRESSED
 from ..errors import InvalidOptionError, KafkaLogError
 from .discovery import discover
+from .selection import require_kafka_data
 from .dump_indexes import dump_offset_index, dump_snapshot, dump_time_index, dump_txn_index
 from .dump_output import DumpRun, compact_json
 from .dump_output import JAVA_INT_MAX  # also re-exported for kafkalog_spark/cli/dump.py
@@ -183,6 +184,7 @@ def _expand(run: DumpRun, arg: str) -> list[str]:
         return [arg]
     try:
         found = discover(arg)
+        require_kafka_data(found)
     except KafkaLogError as exc:
         run.error(f"Error dumping {arg}: {exc}")
         return []

@@ -1,9 +1,9 @@
-"""Dry-run rehearsal of segment rewrites (recovery layer): what ``recover --execute`` would leave
-after its splits and ``--salvage`` rewrites, so that a dry run plans the rest of the recovery
-(cut, indexes, producer snapshot, leader epochs, checkpoints) from the log as it will be, and
-its plan lists every action the execute run then takes.
+"""Dry-run rehearsal of segment rewrites (recovery layer): the segments ``recover --execute``
+would leave after its splits and ``--salvage`` rewrites, so a dry run plans the rest from them.
 
-A rewritten segment is written, new segment by new segment (its byte ranges of the old
+The rest of the recovery (cut, indexes, producer snapshot, leader epochs, checkpoints) is then
+planned from the log as it will be, and the dry run's plan lists every action the execute run
+takes. A rewritten segment is written, new segment by new segment (its byte ranges of the old
 ``.log``, with the ``.index``/``.timeindex`` that
 :func:`~kafkalog_spark.log.swap.replace_segments` builds for it), into a private temporary
 folder, never into the log dir; the partition's view then holds those segments instead of the
