@@ -110,7 +110,9 @@ class KafkaBroker:
     """One KRaft broker+controller under ``root``; see the module docstring."""
 
     def __init__(self, root: Path, jars: Path, *, heap: str = "512m",
-                 config: Mapping[str, str] | None = None) -> None:
+                 config: Mapping[str, str] | None = None, port: int | None = None) -> None:
+        """``port``: the listener port to try first (default: a free one; a port that turns
+        out taken is replaced, as any other)."""
         self.root = Path(root)
         self.jars = Path(jars)
         self.heap = heap
@@ -119,8 +121,8 @@ class KafkaBroker:
         self.config_path = self.root / "server.properties"
         self.log_path = self.root / "broker.log"
         self.log4j_path = self.root / "log4j2.properties"
-        self.port: int | None = None
-        self.controller_port: int | None = None
+        self.port: int | None = port
+        self.controller_port: int | None = None if port is None else free_port()
         self._server: ServerProcess | None = None
         self.starts = 0  # JVM launches, bind retries included
         self._exit_hook = False
@@ -234,11 +236,11 @@ class KafkaBroker:
             if now != last:
                 last, since = now, time.monotonic()
 
-    def admin(self):
+    def admin(self, timeout_ms: int = 30000):
         from kafka.admin import KafkaAdminClient
 
         return KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="oracle-admin",
-                                request_timeout_ms=30000)
+                                request_timeout_ms=timeout_ms, bootstrap_timeout_ms=timeout_ms)
 
     def create_topic(self, name: str, partitions: int = 1,
                      configs: Mapping[str, str] | None = None) -> None:
@@ -268,7 +270,8 @@ class KafkaBroker:
              timeout: float = 120.0, stdin: str | None = None) -> subprocess.CompletedProcess:
         """Run a Java main of the Kafka jars (``classpath``: more entries first), quietly."""
         cp = f"{classpath}{os.pathsep}" if classpath else ""
-        cmd = ["java", "-Xmx256m", f"-Dlog4j2.configurationFile=file:{self.tools_log4j()}",
+        cmd = ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1",
+               f"-Dlog4j2.configurationFile=file:{self.tools_log4j()}",
                "-cp", f"{cp}{self.jars}/*", main_class, *args]
         done = subprocess.run(cmd, input=stdin, capture_output=True, text=True, timeout=timeout)
         if done.returncode != 0:
@@ -312,7 +315,9 @@ class KafkaBroker:
 
     def _launch(self, timeout: float) -> None:
         self.starts += 1
-        cmd = ["java", f"-Xmx{self.heap}", "-XX:+UseSerialGC",
+        # C1 only and the serial collector: a start ~2x quicker on a busy 2-core machine; the
+        # broker's load in tests is tiny
+        cmd = ["java", f"-Xmx{self.heap}", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
                f"-Dlog4j2.configurationFile=file:{self.log4j_path}",
                "-cp", f"{self.jars}/*", "kafka.Kafka", str(self.config_path)]
         server = ServerProcess("kafka broker", self.root / "broker.out")
@@ -342,7 +347,9 @@ class KafkaBroker:
         from kafka.errors import KafkaError
 
         try:
-            admin = self.admin()
+            # short: whatever listens may not be our broker (the port was taken), and the
+            # start loop checks between probes whether the broker exited
+            admin = self.admin(timeout_ms=2000)
         except (KafkaError, OSError):
             return False
         try:

@@ -142,7 +142,7 @@ class JavaProducer:
     def run(self, bootstrap: str, lines: Iterable[str], log4j: Path) -> str:
         """Run one producer over the command ``lines`` (see the Java source); its stdout."""
         done = subprocess.run(
-            ["java", "-Xmx256m", f"-Dlog4j2.configurationFile=file:{log4j}",
+            ["java", "-Xmx256m", "-XX:TieredStopAtLevel=1", f"-Dlog4j2.configurationFile=file:{log4j}",
              "-cp", f"{self.build}:{self.jars}/*", "OracleProducer", bootstrap],
             input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=180)
         if done.returncode != 0:

@@ -5,6 +5,7 @@ nothing wrong with the files the broker wrote. The scenario is ``scenario.py``."
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections import defaultdict
@@ -15,10 +16,20 @@ import pytest
 
 import kafkalog_spark as kl
 
-from .clients import Consumed
+from .broker import CLEAN_SHUTDOWN, KafkaBroker
+from .clients import Consumed, consume_all, make_sends, produce_python
 from .scenario import DELETE_BEFORE, TOPICS, OracleRun, run_scenario
 
 pytestmark = pytest.mark.broker
+
+# A difference between Kafka and us, kept failing until it is decided and fixed (issue 30 report)
+LOG_START_IGNORED = pytest.mark.xfail(strict=True, reason=(
+    f"the log start offset is not honoured: DeleteRecords moved deleted-records-0's log start "
+    f"to {DELETE_BEFORE} (log-start-offset-checkpoint); offsets 0..{DELETE_BEFORE - 1} are "
+    "still in its 00000000000000000000.log and read_log / format('kafkalog') return them, "
+    "while a consumer starts at the log start"))
+TOPIC_PARAMS = [pytest.param(t, marks=LOG_START_IGNORED) if t == "deleted-records" else t
+                for t in TOPICS]
 
 
 @pytest.fixture(scope="module")
@@ -90,7 +101,7 @@ def test_scenario_exercises_the_broker(oracle):
 
 # --- read_log ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("topic", list(TOPICS))
+@pytest.mark.parametrize("topic", TOPIC_PARAMS)
 def test_read_log_matches_read_uncommitted_consumer(oracle, topic):
     table = kl.read_log(oracle.log_dir, topics=[topic], include_headers=True)
     expected = topic_records(oracle.consumed["read_uncommitted"], topic)
@@ -113,7 +124,7 @@ def spark_records(oracle, spark):
 
 @pytest.mark.spark
 @pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
-@pytest.mark.parametrize("topic", list(TOPICS))
+@pytest.mark.parametrize("topic", TOPIC_PARAMS)
 def test_spark_read_matches_consumer(oracle, spark_records, isolation, topic):
     expected = topic_records(oracle.consumed[isolation], topic)
     assert differences(expected, topic_records(spark_records[isolation], topic)) == []
@@ -121,7 +132,48 @@ def test_spark_read_matches_consumer(oracle, spark_records, isolation, topic):
 
 # --- verify ------------------------------------------------------------------------------------
 
+def verify_deep(log_dir) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "kafkalog_spark.cli", "verify", "--deep",
+                           str(log_dir)], capture_output=True, text=True, timeout=300)
+
+
 def test_verify_deep_finds_nothing_in_the_brokers_files(oracle):
-    done = subprocess.run([sys.executable, "-m", "kafkalog_spark.cli", "verify", "--deep",
-                           str(oracle.log_dir)], capture_output=True, text=True, timeout=300)
+    done = verify_deep(oracle.log_dir)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+# --- a crash, and a port taken before the broker binds it -------------------------------------
+
+def test_broker_after_a_crash_and_a_taken_port(kafka_jars, tmp_path):
+    """A port taken between picking and binding makes the start retry on new ports; after a
+    SIGKILL the broker recovers its log on restart; once it is stopped cleanly we read what
+    its consumer read, and verify finds nothing."""
+    import random
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        broker = KafkaBroker(tmp_path / "kafka", kafka_jars, port=port)
+        try:
+            broker.start()
+        except BaseException:
+            broker.kill()
+            raise
+    try:
+        assert broker.starts == 2 and broker.port != port
+        broker.create_topic("crash", 2)
+        rng = random.Random(7)
+        produce_python(broker.bootstrap, make_sends(rng, "crash", 2, 200), "zstd", acks="all")
+        broker.kill()
+        assert not (broker.log_dir / CLEAN_SHUTDOWN).exists()
+        broker.start()
+        produce_python(broker.bootstrap, make_sends(rng, "crash", 2, 50), "gzip")
+        consumed = consume_all(broker.bootstrap, ["crash"], "read_uncommitted")
+    finally:
+        broker.stop()
+    assert sum(map(len, consumed.values())) == 250
+    table = kl.read_log(broker.log_dir, topics=["crash"], include_headers=True)
+    assert differences(consumed, records_of(table)) == []
+    done = verify_deep(broker.log_dir)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
