@@ -15,7 +15,7 @@ import click
 
 from ..errors import InvalidOptionError
 from ..log.object_path import is_remote
-from ..log.storage import as_path
+from ..log.storage import LOCAL, as_path
 from .options import refuse_symlinked_files, storage_option
 from .progress import Progress, plain_files, progress_option
 from ..log.dump import (DEFAULT_MAX_MESSAGE_SIZE, FORMATS, JAVA_INT_MAX, STRING_DECODER_CLASSES,
@@ -73,6 +73,9 @@ def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool
     targets = [f for group in files for f in group.split(",") if f] + list(paths)
     if not targets:
         raise click.UsageError("give files to dump: --files a.log,b.index or file arguments")
+    missing = [t for t in targets if not is_remote(t) and not LOCAL.exists(t)]
+    if missing:  # a typo is an error, not an "Ignoring unknown file" and exit 0
+        raise click.BadParameter(f"{missing[0]!r} does not exist", param_hint="PATHS / --files")
     refuse_symlinked_files(targets, allow_named_link=True)
     targets = [as_path(t, storage_options) if is_remote(t) else t for t in targets]
     # decoder precedence as in DumpLogSegments.messageParser

@@ -102,7 +102,7 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
         planned: list[tuple[TablePlan, dict[str, int]]] = []
         for name, parts in sorted(source_partitions(srcs, opts).items()):
             path = dest / name if opts.layout == "per-topic" else dest
-            app_ids = [opts.app_id(p.topic or "", p.partition or 0) for p, _ in parts]
+            app_ids = [opts.app_id(s.part.topic or "", s.part.partition or 0) for s in parts]
             if dry_run:
                 plan = plan_table(path, parts, opts, migrated_offsets(path, app_ids))
                 metrics["data_loss"] += plan.gaps

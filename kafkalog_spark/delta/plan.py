@@ -21,6 +21,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -116,13 +117,22 @@ class TablePlan:
         }
 
 
+class SourcePartition(NamedTuple):
+    """A live partition to migrate, with its log start and log end offsets."""
+
+    part: PartitionDir
+    log_start: int
+    log_end: int
+
+
 def source_partitions(sources: Sequence[PathLike], opts: MigrateOptions
-                      ) -> dict[str, list[tuple[PartitionDir, int]]]:
+                      ) -> dict[str, list[SourcePartition]]:
     """The live partitions the options select, grouped by table name (the topic, or ``""`` for
-    the single layout), each with its log start offset."""
+    the single layout). Their log ends are read here, before a run writes anything: a last
+    segment that does not walk to its end fails the run with nothing created."""
     found = discover(list(sources))
     command_partitions(found, topics=opts.topics, pattern=opts.topic_pattern)
-    out: dict[str, list[tuple[PartitionDir, int]]] = {}
+    out: dict[str, list[SourcePartition]] = {}
     for log_dir in found.log_dirs:
         starts = read_checkpoint_file(log_dir.path / LOG_START_OFFSET_CHECKPOINT,
                                       parse_offset_checkpoint)
@@ -138,10 +148,12 @@ def _add(out: dict, part: PartitionDir, checkpointed: int | None, opts: MigrateO
         return
     first = part.segments[0].base_offset if part.segments else 0
     log_start = first if checkpointed is None else max(first, checkpointed)
-    out.setdefault(part.topic if opts.layout == "per-topic" else "", []).append((part, log_start))
+    log_end = _log_end(part) if part.segments else log_start
+    out.setdefault(part.topic if opts.layout == "per-topic" else "", []).append(
+        SourcePartition(part, log_start, log_end))
 
 
-def plan_table(path: Path, parts: list[tuple[PartitionDir, int]], opts: MigrateOptions,
+def plan_table(path: Path, parts: list[SourcePartition], opts: MigrateOptions,
                migrated: dict[str, int]) -> TablePlan:
     """Plan one table from its source partitions and the offsets it has reached.
 
@@ -150,7 +162,7 @@ def plan_table(path: Path, parts: list[tuple[PartitionDir, int]], opts: MigrateO
     path : Path
         The table's location.
     parts : list
-        ``(partition dir, log start offset)`` pairs from :func:`source_partitions`.
+        The table's partitions from :func:`source_partitions`.
     opts : MigrateOptions
     migrated : dict
         ``{app id: next offset}`` as recorded in the table (empty for a new table).
@@ -161,14 +173,14 @@ def plan_table(path: Path, parts: list[tuple[PartitionDir, int]], opts: MigrateO
         With ``fail_on_data_loss``: a partition whose log start passed the offset migrated, or
         whose log end is below it.
     """
-    topics = frozenset(p.topic for p, _ in parts if p.topic is not None)
+    topics = frozenset(s.part.topic for s in parts if s.part.topic is not None)
     plan = TablePlan(path, topics, table_schema(opts, topics))
-    first = parts[0][0].path if parts else None
+    first = parts[0].part.path if parts else None
     if isinstance(first, ObjectPath):
         plan.source_storage = dict(first.options)
-    for part, log_start in sorted(parts, key=lambda x: (x[0].topic or "", x[0].partition or 0)):
+    for part, log_start, log_end in sorted(parts, key=lambda s: (s.part.topic or "",
+                                                                  s.part.partition or 0)):
         topic, partition = part.topic or "", part.partition or 0
-        log_end = _log_end(part) if part.segments else log_start
         end = log_end
         if opts.read_committed and part.segments:
             lso = transaction_view(part).last_stable_offset
