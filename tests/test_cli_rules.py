@@ -372,3 +372,30 @@ def test_the_salvage_plan_lists_every_action_the_execute_run_takes(capsys, tmp_p
     assert plan.to_dict()["partitions"][0]["damage"] == done.to_dict()["partitions"][0]["damage"]
     assert [p.log_end for p in plan.partitions] == [p.log_end for p in done.partitions]
     assert kl.verify(logs).ok and not recover([logs], salvage=True).changed
+
+
+# --- the spark-submit jobs: the same rules, the same exit codes ------------------------------
+
+
+@pytest.mark.parametrize("name", ["compact", "retain"])
+def test_the_jobs_follow_the_same_rules(capsys, tmp_path, logs, odd, name):
+    """The jobs that plan on the driver without a Spark session: a plan exits 1, the rules'
+    errors are one line and exit 2 (``run_job``), as in the CLI."""
+    from kafkalog_spark.report import run_job
+    from test_reconcile import _job
+
+    job = _job(name)
+    config = "cleanup.policy=compact" if name == "compact" else "retention.ms=86400000"
+    args = ["--high-watermark", "log-end", "--now", str(NOW), "--config", config]
+    args += ["--force"] if name == "compact" else []
+    before = files(logs)
+    assert run_job(lambda: job.main([*args, str(logs)])) == 1  # a plan that would change
+    assert files(logs) == before
+    capsys.readouterr()
+    for bad in ([str(odd["empty"])], [str(odd["loose"].parent)]):
+        assert run_job(lambda: job.main([*args, *bad])) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("Error: no Kafka data here") and len(err.splitlines()) == 1, err
+    if name == "compact":  # the retain job has no --topic
+        assert run_job(lambda: job.main([*args, "--topic", "ordres", str(logs)])) == 2
+        assert "topics there: orders, users" in capsys.readouterr().err
