@@ -5,8 +5,7 @@ caller already set.
 The master comes from, first that exists: the ``master`` argument, spark-submit or
 ``spark.master`` (command line, ``PYSPARK_SUBMIT_ARGS``, the properties file),
 ``$KAFKALOG_SPARK_MASTER``, else ``local[*]``. Every session gets :data:`REQUIRED_CONF` (UTC
-session time zone, Arrow, Python DataSource filter pushdown) and the ``kafkalog`` data
-source; a value the user set for one of those is kept, with a warning. A local master also gets
+session time zone, Arrow) and the ``kafkalog`` data source; a value the user set for one of those is kept, with a warning. A local master also gets
 :data:`LOCAL_CONF` (loopback, no UI, few shuffle partitions, 2 GiB driver) where nothing set
 those keys, and its Python workers run this interpreter. A cluster master is left as
 configured: ship the package to its executors as the README's "On a cluster" says.
@@ -35,7 +34,6 @@ log = logging.getLogger("kafkalog_spark.spark")
 REQUIRED_CONF: dict[str, str] = {
     "spark.sql.session.timeZone": "UTC",  # Kafka timestamps are UTC instants
     "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.sql.python.filterPushdown.enabled": "true",  # offset/time/partition pushdown
 }
 # Defaults for a local master, each only where nothing else set it.
 LOCAL_CONF: dict[str, str] = {
@@ -247,14 +245,13 @@ def _defaults_file(path: str | None) -> dict[str, str]:
 
 def register(spark: Any) -> None:
     """Register the ``kafkalog`` data source on ``spark`` (also found automatically through the
-    ``pyspark_kafkalog`` package once this package is installed) and enable filter pushdown.
+    ``pyspark_kafkalog`` package once this package is installed).
 
     The session's ``spark.hadoop.fs.s3a.*`` settings (endpoint, keys, region, path style) become
     the source's default object-store options (:func:`~.log.object_options.from_hadoop`);
     options given on a read or write win."""
     from .datasource import KafkaLogDataSource
 
-    spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     source = KafkaLogDataSource
     storage = session_storage_options(spark)
     if storage:

@@ -1,5 +1,5 @@
 """kafkalog data source, read side, without a Spark session: options, schema, planning,
-pushdown, splits, isolation levels and corruption, through schema()/partitions()/read()."""
+splits, isolation levels and corruption, through schema()/partitions()/read()."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from pyspark.sql.datasource import (EqualTo, GreaterThan, GreaterThanOrEqual, In, LessThan,
-                                    LessThanOrEqual, Not)
+from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan, Not
 from pyspark.sql.pandas.types import to_arrow_schema
 
 import kafkalog_spark as kl
@@ -23,7 +22,7 @@ from kafkalog_spark.codec.schema import HEADERS_TYPE, record_schema
 from kafkalog_spark.codec.snapshot import ProducerStateTracker
 from kafkalog_spark.datasource import KafkaLogDataSource, spark_schema
 from kafkalog_spark.datasource.options import parse_read_options
-from kafkalog_spark.datasource.plan import offset_for_timestamp, plan_scan, push_filters
+from kafkalog_spark.datasource.plan import offset_for_timestamp, plan_scan
 from kafkalog_spark.datasource.reader import bad_ranges
 from kafkalog_spark.datasource.splits import KafkaLogSplit
 from kafkalog_spark.errors import CorruptRecordError, InvalidOptionError
@@ -65,7 +64,7 @@ def read(options: dict, filters=()) -> tuple[pa.Table, list]:
     """The source as Spark drives it: schema(), reader(), pushFilters, partitions(), read()."""
     source = KafkaLogDataSource(options)
     reader = source.reader(source.schema())
-    rest = list(reader.pushFilters(list(filters)))
+    rest = list(reader.pushFilters(list(filters)))  # the base class's: nothing is taken
     parts = reader.partitions()
     parts = [pickle.loads(pickle.dumps(p)) for p in parts]  # what crosses to the workers
     schema = to_arrow_schema(source.schema(), timezone="UTC")
@@ -248,51 +247,43 @@ def test_timestamp_bounds_resolve_like_list_offsets(log_dir):
     assert set(got["partition"].to_pylist()) == {1}
 
 
-# --- pushdown --------------------------------------------------------------------------------
+# --- filters stay with Spark ------------------------------------------------------------------
 
 
-def test_push_filters_returns_what_spark_must_still_apply():
+def test_reader_takes_no_filters_and_plans_from_options_alone(log_dir):
+    """Every filter stays with Spark (see KafkaLogReader): the reader keeps no state a query
+    could change, so any later query of the same DataFrame reads what the options define."""
+    from pyspark.sql.datasource import DataSourceReader
+    from kafkalog_spark.datasource.reader import KafkaLogReader
+
+    assert KafkaLogReader.pushFilters is DataSourceReader.pushFilters
     fs = [EqualTo(("topic",), "orders"), GreaterThanOrEqual(("offset",), 10),
           LessThan(("offset",), 20), In(("offset",), (11, 12)), EqualTo(("key",), b"k"),
-          Not(EqualTo(("partition",), 1)), GreaterThan(("partition",), "x"),
-          In(("partition",), (0, 1))]
-    bounds, rest = push_filters(fs)
-    assert [id(f) for f in rest] == [id(fs[3]), id(fs[4]), id(fs[5]), id(fs[6])]
-    assert (bounds.topics, bounds.partitions) == (frozenset({"orders"}), frozenset({0, 1}))
-    assert (bounds.offset_lo, bounds.offset_hi) == (11, 12)
+          Not(EqualTo(("partition",), 1)), In(("partition",), (0, 1))]
+    source = KafkaLogDataSource({"path": str(log_dir)})
+    reader = source.reader(source.schema())
+    before = pickle.dumps(reader)
+    rest = list(reader.pushFilters(fs))
+    assert [id(f) for f in rest] == [id(f) for f in fs]
+    assert pickle.dumps(reader) == before
+    got, _ = read({"path": str(log_dir)}, fs)
+    assert sort(got).equals(sort(kl.read_log(log_dir)))
 
 
-def test_pushdown_prunes_partitions_and_segments(log_dir):
+def test_options_prune_partitions_and_segments(log_dir):
+    """What pushdown did before: assign and offsets prune partitions and segments."""
     all_segments = plan_scan({"path": str(log_dir)}).segments
-    fs = [EqualTo(("topic",), "orders"), EqualTo(("partition",), 1),
-          GreaterThanOrEqual(("offset",), 700), LessThanOrEqual(("offset",), 760)]
-    got, rest = read({"path": str(log_dir)}, fs)
-    assert rest == [] and got["offset"].to_pylist() == list(range(700, 761))
+    opts = {"path": str(log_dir), "assign": '{"orders": [1]}',
+            "startingOffsets": '{"orders": {"1": 700}}', "endingOffsets": '{"orders": {"1": 761}}'}
+    got, _ = read(opts)
+    assert got["offset"].to_pylist() == list(range(700, 761))
     assert set(got["partition"].to_pylist()) == {1}
-    bounds, _ = push_filters(fs)
-    plan = plan_scan({"path": str(log_dir)}, bounds)
+    plan = plan_scan(opts)
     assert len(plan.segments) == 1 < len(all_segments)
     assert "orders-1" in plan.segments[0]
     # inside the segment the read starts and stops through the offset index
-    small = plan_scan({"path": str(log_dir), "maxBytesPerPartition": "4096"}, bounds)
+    small = plan_scan({**opts, "maxBytesPerPartition": "4096"})
     assert len(small.splits) <= 2
-
-
-def test_timestamp_pushdown_is_exact(log_dir):
-    from datetime import datetime, timezone
-    lo = datetime.fromtimestamp((T0 + 5000) / 1000, tz=timezone.utc)
-    hi = datetime.fromtimestamp((T0 + 9000) / 1000, tz=timezone.utc).replace(tzinfo=None)
-    fs = [GreaterThan(("timestamp",), lo), LessThanOrEqual(("timestamp",), hi)]
-    got, rest = read({"path": str(log_dir)}, fs)
-    assert rest == []
-    full = kl.read_log(log_dir)
-    ts = full["timestamp"].cast(pa.int64())
-    want = full.filter(pc.and_(pc.greater(ts, (T0 + 5000) * 1000),
-                               pc.less_equal(ts, (T0 + 9000) * 1000)))
-    assert sort(got).equals(sort(want)) and got.num_rows > 100
-    bounds, _ = push_filters(fs)
-    assert len(plan_scan({"path": str(log_dir)}, bounds).segments) < len(
-        plan_scan({"path": str(log_dir)}).segments)
 
 
 # --- transactions ----------------------------------------------------------------------------

@@ -31,9 +31,8 @@ from ..codec.schema import (ALL_COLUMNS, BASE_COLUMNS, HEADERS_COLUMN, check_col
 from .options import ReadOptions
 from .splits import KafkaLogSplit
 
-# what the tasks' own filters read (read_split): aborted transactions, timestamp bounds
+# what the tasks' own filter reads (read_split): the records of aborted transactions
 _ABORTED_COLUMNS = ("offset", "producerId", "isTransactional")
-_TIMESTAMP_COLUMNS = ("timestamp",)
 
 
 def spark_schema(include_headers: bool = False, include_metadata: bool = False,
@@ -73,13 +72,9 @@ def scan_columns(schema: StructType, opts: ReadOptions) -> tuple[tuple[str, ...]
 
 
 def decode_columns(columns: Sequence[str], split: KafkaLogSplit) -> tuple[str, ...]:
-    """``columns`` plus those the split's own filters read (dropped again after filtering)."""
-    extra: tuple[str, ...] = ()
-    if split.aborted:
-        extra += _ABORTED_COLUMNS
-    if split.ts_lo is not None or split.ts_hi is not None:
-        extra += _TIMESTAMP_COLUMNS
-    return tuple(columns) + tuple(c for c in dict.fromkeys(extra) if c not in columns)
+    """``columns`` plus those the split's own filter reads (dropped again after filtering)."""
+    extra = _ABORTED_COLUMNS if split.aborted else ()
+    return tuple(columns) + tuple(c for c in extra if c not in columns)
 
 
 def output_schema(schema: StructType | None, columns: Sequence[str]) -> pa.Schema:

@@ -1,5 +1,5 @@
-"""Driver-side scan planning of the ``kafkalog`` data source (datasource layer): pushed filters
-folded into bounds, the splits of each partition's offset window, and their packing into tasks.
+"""Driver-side scan planning of the ``kafkalog`` data source (datasource layer): the splits of
+each partition's offset window (from the options), and their packing into tasks.
 
 The driver (:func:`plan_scan`) reads only directory listings and small metadata: offset indexes
 (to cut large segments and start inside one), time indexes plus the headers of a few batches
@@ -17,13 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.datasource import (EqualTo, Filter, GreaterThan, GreaterThanOrEqual, In,
-                                    LessThan, LessThanOrEqual)
 
 from ..codec.decode import DecodeOptions, decode_entries
 from ..codec.index import read_offset_index
@@ -39,33 +36,11 @@ from .options import (DEFAULT_MIN_PARTITIONS, EARLIEST, LATEST, ReadOptions,
                       parse_read_options)
 from .splits import KafkaLogSplit, KafkaLogTask, split_bytes
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # entries walked from an offset-index entry to validate it as a cut point (<=3.9 brokers index
 # one entry per append, which may hold several batches)
 _CUT_CHECK_ENTRIES = 64
 _CUT_PROBE_BYTES = 64 << 10  # bytes read at a candidate cut to check its index entry
 OPEN_COST_BYTES = 1 << 20  # weight of opening one split when packing (Spark: openCostInBytes)
-
-
-@dataclass(frozen=True)
-class Bounds:
-    """What the pushed filters ask for: the topic/partition sets and the offset and timestamp
-    windows (inclusive; timestamps in microseconds, as in the ``timestamp`` column)."""
-
-    topics: frozenset[str] | None = None
-    partitions: frozenset[int] | None = None
-    partition_lo: int | None = None
-    partition_hi: int | None = None
-    offset_lo: int | None = None
-    offset_hi: int | None = None
-    ts_lo: int | None = None
-    ts_hi: int | None = None
-
-    def wants(self, topic: str, partition: int) -> bool:
-        return ((self.topics is None or topic in self.topics)
-                and (self.partitions is None or partition in self.partitions)
-                and (self.partition_lo is None or partition >= self.partition_lo)
-                and (self.partition_hi is None or partition <= self.partition_hi))
 
 
 @dataclass
@@ -114,107 +89,16 @@ def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
     return tasks
 
 
-# --- filter pushdown -------------------------------------------------------------------------
-
-
-def push_filters(filters: Sequence[Filter], bounds: Bounds = Bounds()
-                 ) -> tuple[Bounds, list[Filter]]:
-    """Fold the filters this source applies into ``bounds``.
-
-    Returns the new bounds and the filters Spark must still evaluate, by reference: anything
-    on other columns, negations, values of unexpected types, and ``In`` on ``offset`` /
-    ``timestamp`` (used only to prune). Topic and partition filters, and offset and timestamp
-    comparisons, are applied exactly by the tasks.
-    """
-    rest: list[Filter] = []
-    for f in filters:
-        new = _fold(f, bounds)
-        if new is None:
-            rest.append(f)
-            continue
-        bounds, exact = new
-        if not exact:
-            rest.append(f)
-    return bounds, rest
-
-
-def _fold(f: Filter, b: Bounds) -> tuple[Bounds, bool] | None:
-    """``(bounds, exact)`` after ``f``, or ``None`` when ``f`` is not understood."""
-    col = getattr(f, "attribute", None)
-    if col is None or len(col) != 1 or col[0] not in ("topic", "partition", "offset", "timestamp"):
-        return None
-    name, value = col[0], getattr(f, "value", None)
-    values = tuple(value) if isinstance(f, In) else (value,)
-    if name == "topic":
-        if not isinstance(f, (EqualTo, In)) or not all(isinstance(v, str) for v in values):
-            return None
-        topics = frozenset(values) if b.topics is None else b.topics & frozenset(values)
-        return replace(b, topics=topics), True
-    conv = _micros if name == "timestamp" else _int
-    try:
-        vs = tuple(conv(v) for v in values)
-    except (TypeError, ValueError):
-        return None
-    if name == "partition" and isinstance(f, (EqualTo, In)):
-        parts = frozenset(vs) if b.partitions is None else b.partitions & frozenset(vs)
-        return replace(b, partitions=parts), True
-    lo, hi = _range(f, vs)
-    if lo is None and hi is None:
-        return None
-    key = {"partition": "partition", "offset": "offset", "timestamp": "ts"}[name]
-    cur_lo, cur_hi = getattr(b, f"{key}_lo"), getattr(b, f"{key}_hi")
-    new_lo = lo if cur_lo is None else cur_lo if lo is None else max(cur_lo, lo)
-    new_hi = hi if cur_hi is None else cur_hi if hi is None else min(cur_hi, hi)
-    return replace(b, **{f"{key}_lo": new_lo, f"{key}_hi": new_hi}), not isinstance(f, In)
-
-
-def _range(f: Filter, vs: tuple[int, ...]) -> tuple[int | None, int | None]:
-    """Inclusive integer range of a comparison (an ``In`` gives its min and max)."""
-    if isinstance(f, In):
-        return (min(vs), max(vs)) if vs else (0, -1)
-    v = vs[0]
-    if isinstance(f, EqualTo):
-        return v, v
-    if isinstance(f, GreaterThan):
-        return v + 1, None
-    if isinstance(f, GreaterThanOrEqual):
-        return v, None
-    if isinstance(f, LessThan):
-        return None, v - 1
-    if isinstance(f, LessThanOrEqual):
-        return None, v
-    return None, None
-
-
-def _int(v: object) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise TypeError(f"not an integer: {v!r}")
-    return v
-
-
-def _micros(v: object) -> int:
-    """Microseconds since the epoch of a filter literal (naive datetimes are UTC, the
-    session time zone :func:`kafkalog_spark.spark.session` sets)."""
-    if not isinstance(v, datetime):
-        raise TypeError(f"not a timestamp: {v!r}")
-    if v.tzinfo is None:
-        v = v.replace(tzinfo=timezone.utc)
-    delta = v - _EPOCH
-    return (delta.days * 86400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
 # --- planning --------------------------------------------------------------------------------
 
 
-def plan_scan(options: ReadOptions | Mapping[str, str], bounds: Bounds = Bounds()) -> ScanPlan:
+def plan_scan(options: ReadOptions | Mapping[str, str]) -> ScanPlan:
     """Plan a scan: the splits Spark runs as tasks, from listings and small metadata only.
 
     Parameters
     ----------
     options : ReadOptions or mapping
         Parsed options, or the raw option map (parsed strictly).
-    bounds : Bounds
-        Pushed filters (see :func:`push_filters`).
 
     Returns
     -------
@@ -238,19 +122,17 @@ def plan_scan(options: ReadOptions | Mapping[str, str], bounds: Bounds = Bounds(
     for part in live:
         if part.topic is None or part.partition is None or not part.segments:
             continue
-        if not (opts.wants(part.topic, part.partition)
-                and bounds.wants(part.topic, part.partition)):
-            continue
-        _plan_partition(plan, part, opts, bounds)
+        if opts.wants(part.topic, part.partition):
+            _plan_partition(plan, part, opts)
     return plan
 
 
-def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions, bounds: Bounds) -> None:
+def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions) -> None:
     topic, partition = part.topic or "", part.partition or 0
     info: dict = {"path": str(part.path)}
     plan.partitions[f"{topic}-{partition}"] = info
-    lo = _start_offset(part, opts, bounds, info)
-    end = _end_offset(part, opts, bounds)
+    lo = _start_offset(part, opts, info)
+    end = _end_offset(part, opts)
     view = None
     if opts.read_committed:
         view = transaction_view(part)
@@ -282,11 +164,10 @@ def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions, bound
             aborted = () if view is None else view.aborted_in(
                 max(split.first_offset, lo or 0), hi if split.next_offset is None
                 else split.next_offset - 1 if hi is None else min(hi, split.next_offset - 1))
-            plan.splits.append(replace(split, min_offset=lo, max_offset=hi, ts_lo=bounds.ts_lo,
-                                       ts_hi=bounds.ts_hi, aborted=aborted))
+            plan.splits.append(replace(split, min_offset=lo, max_offset=hi, aborted=aborted))
 
 
-def _start_offset(part: PartitionDir, opts: ReadOptions, b: Bounds, info: dict) -> int | None:
+def _start_offset(part: PartitionDir, opts: ReadOptions, info: dict) -> int | None:
     """Inclusive start offset (``None``: the log start; ``-1``: nothing to read)."""
     key = (part.topic or "", part.partition or 0)
     lo: int | None = None
@@ -307,17 +188,10 @@ def _start_offset(part: PartitionDir, opts: ReadOptions, b: Bounds, info: dict) 
                     f"from such partitions")
             return -1
         lo = at
-    if b.offset_lo is not None:
-        lo = b.offset_lo if lo is None else max(lo, b.offset_lo)
-    if b.ts_lo is not None:
-        at = offset_for_timestamp(part, -(-b.ts_lo // 1000))  # ms, rounded up
-        if at is None:
-            return -1
-        lo = at if lo is None else max(lo, at)
     return lo
 
 
-def _end_offset(part: PartitionDir, opts: ReadOptions, b: Bounds) -> int | None:
+def _end_offset(part: PartitionDir, opts: ReadOptions) -> int | None:
     """Exclusive end offset (``None``: the log end)."""
     key = (part.topic or "", part.partition or 0)
     end: int | None = None
@@ -329,8 +203,6 @@ def _end_offset(part: PartitionDir, opts: ReadOptions, b: Bounds) -> int | None:
         ts = opts.ending_by_timestamp.get(key[0], {}).get(key[1])
     if ts is not None:
         end = offset_for_timestamp(part, ts)  # none reaches it: read to the end, as Spark
-    if b.offset_hi is not None:
-        end = b.offset_hi + 1 if end is None else min(end, b.offset_hi + 1)
     return end
 
 

@@ -4,9 +4,12 @@
 Each split (:func:`read_split`) maps one segment read-only, finds where to start and stop through
 the (validated) offset index, and decodes ``[start, end)`` with
 :func:`~kafkalog_spark.codec.decode.decode_entries`, yielding Arrow batches of at most
-``maxRowsPerBatch`` rows in offset order. Aborted-transaction and timestamp filters are applied
-to those batches. Only the columns asked for (a user schema: :mod:`.columns`) are decoded, plus
-those the filters read, dropped after filtering.
+``maxRowsPerBatch`` rows in offset order. Aborted transactions are hidden from those batches
+(``read_committed``). Only the columns asked for (a user schema: :mod:`.columns`) are decoded,
+plus those that filter reads, dropped after filtering.
+
+Spark's filters are not pushed into the scan (:meth:`KafkaLogReader.pushFilters`): the read is
+a function of the options alone, which is what keeps every query of one DataFrame right.
 
 Corruption with ``onCorruption=skip``: each skipped byte range is logged (logger
 ``kafkalog_spark.datasource``, on the executor) and can be listed Spark-free with
@@ -21,8 +24,7 @@ from dataclasses import replace
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-from pyspark.sql.datasource import DataSourceReader, Filter, InputPartition
+from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from ..codec.decode import BadRange, DecodeOptions, DecodeResult, decode_entries
 from ..codec.scan import scan_entries
@@ -33,7 +35,7 @@ from ..log.transactions import aborted_mask
 from .columns import decode_columns
 from .executors import planned_files
 from .options import ReadOptions, parse_read_options
-from .plan import Bounds, pack_splits, plan_scan, push_filters
+from .plan import pack_splits, plan_scan
 from .splits import KafkaLogSplit, KafkaLogTask
 
 log = logging.getLogger("kafkalog_spark.datasource")
@@ -71,7 +73,7 @@ def read_split(split: KafkaLogSplit, opts: ReadOptions, bad: list[BadRange] | No
                                   file=str(seg.log))
 
         for batch in decode_window(w, decode, start, end, found):
-            batch = _filter(batch, split)
+            batch = _hide_aborted(batch, split)
             if decoded != names:
                 batch = batch.select(list(names))
             if batch.num_rows:
@@ -98,39 +100,41 @@ def _byte_range(split: KafkaLogSplit, buf: np.ndarray) -> tuple[int, int | None]
     return start, end
 
 
-def _filter(batch: pa.RecordBatch, split: KafkaLogSplit) -> pa.RecordBatch:
-    keep = None
-    if split.aborted:
-        hidden = aborted_mask(batch.column("producerId").to_numpy(),
-                              batch.column("offset").to_numpy(),
-                              batch.column("isTransactional").to_numpy(zero_copy_only=False),
-                              split.aborted)
-        if hidden.any():
-            keep = pa.array(~hidden)
-    if split.ts_lo is not None or split.ts_hi is not None:
-        ts = batch.column("timestamp").cast(pa.int64())
-        cond = pc.and_(pc.greater_equal(ts, split.ts_lo if split.ts_lo is not None else ts),
-                       pc.less_equal(ts, split.ts_hi if split.ts_hi is not None else ts))
-        cond = pc.fill_null(cond, False)
-        keep = cond if keep is None else pc.and_(keep, cond)
-    return batch if keep is None else batch.filter(keep)
+def _hide_aborted(batch: pa.RecordBatch, split: KafkaLogSplit) -> pa.RecordBatch:
+    """``batch`` without the records of the split's aborted transactions."""
+    if not split.aborted:
+        return batch
+    hidden = aborted_mask(batch.column("producerId").to_numpy(),
+                          batch.column("offset").to_numpy(),
+                          batch.column("isTransactional").to_numpy(zero_copy_only=False),
+                          split.aborted)
+    return batch.filter(pa.array(~hidden)) if hidden.any() else batch
 
 
-def bad_ranges(options: Mapping[str, str], filters: Iterable[Filter] = ()) -> list[BadRange]:
+def bad_ranges(options: Mapping[str, str]) -> list[BadRange]:
     """Spark-free report of what ``onCorruption=skip`` skips: plan and read every split locally
     and return the bad byte ranges (file, ``[start, end)``, base offset, reason)."""
     opts = replace(parse_read_options(options), on_corruption="skip")
-    bounds, _ = push_filters(list(filters))
     out: list[BadRange] = []
-    for split in plan_scan(opts, bounds).splits:
+    for split in plan_scan(opts).splits:
         for _ in read_split(split, opts, out):
             pass
     return out
 
 
 class KafkaLogReader(DataSourceReader):
-    """Spark's reader: pushed filters fold into :class:`Bounds`; partitions are the planned
-    splits packed into tasks (:func:`pack_splits`); ``read`` runs :func:`read_split` on each.
+    """Spark's reader: partitions are the splits the options plan, packed into tasks
+    (:func:`pack_splits`); ``read`` runs :func:`read_split` on each.
+
+    It takes no filters (no ``pushFilters``: every filter stays with Spark). PySpark 4.1 to
+    4.3.0 keep the partitions and read function planned after a filter pushdown on the
+    relation (``PythonDataSourceV2.setReadInfo``) and reuse them for every later query of the
+    same DataFrame that pushes no filter, so a pruned scan answered ``df.count()`` after
+    ``df.where("offset >= 2490").count()`` with 20 rows. Spark's main branch keeps that plan
+    per scan (SPARK-58551, in no release yet); until then pruning comes from the read options
+    (``subscribe``, ``assign``, ``startingOffsets``, ``startingTimestamp``...), which belong to
+    one DataFrame. (A reader with ``pushFilters`` also fails every query of a session where
+    ``spark.sql.python.filterPushdown.enabled`` is off.)
 
     ``columns`` (from :func:`~kafkalog_spark.datasource.columns.requested_columns`; ``None``:
     the options' columns) are the only ones decoded and shipped, labelled with
@@ -139,19 +143,14 @@ class KafkaLogReader(DataSourceReader):
     def __init__(self, options: ReadOptions, columns: Sequence[str] | None = None,
                  arrow_schema: pa.Schema | None = None) -> None:
         self.options = options
-        self.bounds = Bounds()
         self.columns = None if columns is None else tuple(columns)
         self.output = arrow_schema
 
     # A future PySpark pruneColumns(requiredSchema) hook is this one line (see .columns):
     #     self.columns, self.output = scan_columns(requiredSchema, self.options)
 
-    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        self.bounds, rest = push_filters(filters, self.bounds)
-        return rest
-
     def partitions(self) -> list[InputPartition]:
-        splits = plan_scan(self.options, self.bounds).splits
+        splits = plan_scan(self.options).splits
         return list(pack_splits(splits, self.options.max_bytes_per_partition,
                                 min_tasks=self.options.min_partitions))
 

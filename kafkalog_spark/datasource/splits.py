@@ -14,7 +14,8 @@ from ..log.transactions import AbortedTxn
 
 @dataclass(frozen=True)
 class KafkaLogSplit(InputPartition):
-    """One task: a byte range of one segment with the offset window and filters that apply.
+    """One task: a byte range of one segment with the offset window and the aborted
+    transactions that apply.
 
     ``first_offset`` / ``next_offset`` bound the offsets held by the byte range (from the
     entries at its cut points); ``min_offset`` / ``max_offset`` are the inclusive read window.
@@ -29,8 +30,6 @@ class KafkaLogSplit(InputPartition):
     next_offset: int | None
     min_offset: int | None = None
     max_offset: int | None = None
-    ts_lo: int | None = None
-    ts_hi: int | None = None
     aborted: tuple[AbortedTxn, ...] = ()
 
 
