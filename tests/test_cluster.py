@@ -58,7 +58,8 @@ def test_spark_submit_master_and_conf_survive(show_session):
     assert got["spark.sql.session.timeZone"] == "Europe/Paris"
     # spark-submit's PythonRunner merges the driver's stderr into its stdout
     assert "keeping spark.sql.session.timeZone=Europe/Paris" in done.stdout + done.stderr
-    assert got["spark.sql.python.filterPushdown.enabled"] == "true"
+    # Python DataSource filter pushdown is left as configured (off): see KafkaLogReader
+    assert got["spark.sql.python.filterPushdown.enabled"] in (None, "false")
     assert got["spark.sql.execution.arrow.pyspark.enabled"] == "true"
     assert got["spark.ui.enabled"] == "false"  # a local master: the package's default
 
