@@ -122,7 +122,9 @@ class KafkaBroker:
         self.log_path = self.root / "broker.log"
         self.log4j_path = self.root / "log4j2.properties"
         self.port: int | None = port
-        self.controller_port: int | None = None if port is None else free_port()
+        self.controller_port: int | None = None
+        while port is not None and self.controller_port in (None, port):
+            self.controller_port = free_port()
         self._server: ServerProcess | None = None
         self.starts = 0  # JVM launches, bind retries included
         self._exit_hook = False
@@ -182,7 +184,8 @@ class KafkaBroker:
         return self._signal(signal.SIGKILL, 30.0)
 
     def restart(self, timeout: float = 90.0) -> None:
-        """Stop cleanly if running, then start again on the same dirs and ports."""
+        """Stop cleanly if running, then start again on the same dirs (and ports, unless one
+        was taken meanwhile)."""
         if self.is_running():
             self.stop()
         self.start(timeout)

@@ -15,28 +15,29 @@ from .clients import JavaProducer
 @pytest.fixture(scope="session")
 def kafka_jars():
     """The folder of the Kafka broker and tools jars (fetched by ``mvn`` once, then cached
-    outside the repo); skips, saying why, only where ``mvn`` or Java is missing."""
-    for tool in ("mvn", "java", "javac"):
+    outside the repo); skips, saying why, only where a JDK is missing, or ``mvn`` is while the
+    jars are not cached yet."""
+    for tool in ("java", "javac"):
         if shutil.which(tool) is None:
-            pytest.skip(f"{tool!r} is not on PATH: the Kafka broker tests need Maven and a JDK")
-    return maven_jars.fetch("kafka")
+            pytest.skip(f"{tool!r} is not on PATH: the Kafka broker tests need a JDK (17+)")
+    try:
+        return maven_jars.fetch("kafka")
+    except maven_jars.MavenUnavailable as e:
+        pytest.skip(f"{e} (the Kafka broker tests need Maven to fetch the broker's jars once)")
 
 
 @pytest.fixture(scope="session")
-def kafka_broker_session(kafka_jars, tmp_path_factory):
-    """One broker for the whole run; tests that stop it leave it stopped (``kafka_broker``
-    starts it again on the same dirs)."""
+def kafka_broker(kafka_jars, tmp_path_factory):
+    """One real broker for the whole run, started (``tests/oracle/broker.py``). A test may stop
+    it to read its files; ``start()`` (a no-op while it runs) brings it back on the same dirs,
+    so a test that needs it running calls that first."""
     broker = KafkaBroker(tmp_path_factory.mktemp("kafka-broker"), kafka_jars)
-    yield broker
-    if broker.is_running():
-        broker.stop()
-
-
-@pytest.fixture
-def kafka_broker(kafka_broker_session):
-    """The session's broker, running."""
-    kafka_broker_session.start()
-    return kafka_broker_session
+    try:
+        broker.start()
+        yield broker
+    finally:
+        if broker.is_running():
+            broker.stop()
 
 
 @pytest.fixture(scope="session")

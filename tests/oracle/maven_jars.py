@@ -142,11 +142,6 @@ def _pom(aset: ArtifactSet) -> str:
             "  <dependencies>\n" + "\n".join(deps) + "\n  </dependencies>\n</project>\n")
 
 
-def classpath(name: str) -> str:
-    """A ``java -cp`` value for set ``name`` (fetched first if needed)."""
-    return str(fetch(name) / "*")
-
-
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or argv[0] not in ARTIFACT_SETS:
         print(f"usage: python {Path(__file__).name} SET   (SET: {', '.join(sorted(ARTIFACT_SETS))})",

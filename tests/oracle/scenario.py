@@ -1,8 +1,9 @@
 """The first oracle scenario (test harness): topics written through a real broker by kafka-python
 and by Kafka's Java producer — every codec, idempotent and not, transactions committed and
 aborted, headers, tombstones, several partitions and segments, LogAppendTime, a compacted topic
-the broker's cleaner has cleaned, a topic whose log start was moved by DeleteRecords and one
-whose old segments retention deleted — then read back by kafka-python consumers at both
+the broker's cleaner has cleaned, a topic whose log start was moved by DeleteRecords, one whose
+old segments retention deleted and one with a transaction still open (its last stable offset
+below the log end), and the coordinator's ``__transaction_state`` — then read back by kafka-python consumers at both
 isolation levels, and the broker stopped cleanly so its log dir can be read offline.
 """
 
@@ -32,7 +33,10 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "compacted": (2, COMPACT),
     "deleted-records": (2, ROLL),
     "retention": (1, {**ROLL, "retention.ms": "3600000"}),
+    "java-open-txn": (2, ROLL),
 }
+# also compared: the transaction coordinator's own log (written by the broker, not a client)
+INTERNAL_TOPICS = ("__transaction_state",)
 DELETE_BEFORE = 40  # DeleteRecords moves deleted-records-0's log start here
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
@@ -59,7 +63,8 @@ def run_scenario(broker: KafkaBroker, java: JavaProducer, seed: int = 30) -> Ora
     ends = _end_offsets(broker.bootstrap, ["compacted"])
     # the cleaner never touches the active segment: the roll record (the last) is its base
     broker.wait_for_cleaner({tp: end - 1 for tp, end in ends.items()})
-    consumed = {iso: consume_all(broker.bootstrap, list(TOPICS), iso) for iso in ISOLATION_LEVELS}
+    consumed = {iso: consume_all(broker.bootstrap, [*TOPICS, *INTERNAL_TOPICS], iso)
+                for iso in ISOLATION_LEVELS}
     broker.stop()
     return OracleRun(broker.log_dir, consumed, produced, broker.log_text())
 
@@ -120,6 +125,14 @@ def _java_script(rng: random.Random, produced: dict[str, int]) -> list[str]:
     lines += [f"SLEEP\t{ROLL_WAIT_MS}", "NEW",
               *java_config({"transactional.id": "", "compression.type": "none"})]
     records("compacted", [Send("compacted", p, b"roll", b"rolls the segment") for p in (0, 1)])
+    # a transaction left open (the producer closes without ending it; the coordinator would
+    # abort it only after transaction.timeout.ms): read_committed stops at its first offset
+    lines += ["NEW", *java_config({"transactional.id": "java-oracle-open",
+                                   "transaction.timeout.ms": "600000", "compression.type": "lz4"})]
+    for commit in (True, None):
+        lines.append("BEGIN")
+        records("java-open-txn", make_sends(rng, "java-open-txn", 2, 30, java=True))
+        lines.append("COMMIT" if commit else "FLUSH")
     return lines
 
 

@@ -18,7 +18,7 @@ import kafkalog_spark as kl
 
 from .broker import CLEAN_SHUTDOWN, KafkaBroker
 from .clients import Consumed, consume_all, make_sends, produce_python
-from .scenario import DELETE_BEFORE, TOPICS, OracleRun, run_scenario
+from .scenario import DELETE_BEFORE, INTERNAL_TOPICS, TOPICS, OracleRun, run_scenario
 
 pytestmark = pytest.mark.broker
 
@@ -33,10 +33,10 @@ TOPIC_PARAMS = [pytest.param(t, marks=LOG_START_IGNORED) if t == "deleted-record
 
 
 @pytest.fixture(scope="module")
-def oracle(kafka_broker_session, java_producer) -> OracleRun:
+def oracle(kafka_broker, java_producer) -> OracleRun:
     """The scenario, run once on the session's broker (left stopped: its files are read)."""
-    kafka_broker_session.start()
-    return run_scenario(kafka_broker_session, java_producer)
+    kafka_broker.start()
+    return run_scenario(kafka_broker, java_producer)
 
 
 def records_of(table: pa.Table) -> dict[tuple[str, int], list[Consumed]]:
@@ -95,13 +95,16 @@ def test_scenario_exercises_the_broker(oracle):
     assert uncommitted[("deleted-records", 0)][0].offset == DELETE_BEFORE
     assert uncommitted[("retention", 0)][0].offset == 60
     assert any(r.timestamp_type == 1 for r in uncommitted[("java-logappend", 0)])
+    open_txn = topic_records(committed, "java-open-txn")  # stops at the open transaction
+    assert 0 < sum(map(len, open_txn.values())) < count["java-open-txn"]
+    assert topic_records(uncommitted, "__transaction_state")
     segments = list((oracle.log_dir / "py-codecs-0").glob("*.log"))
     assert len(segments) >= 5, "one segment per codec at least"
 
 
 # --- read_log ----------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("topic", TOPIC_PARAMS)
+@pytest.mark.parametrize("topic", [*TOPIC_PARAMS, *INTERNAL_TOPICS])
 def test_read_log_matches_read_uncommitted_consumer(oracle, topic):
     table = kl.read_log(oracle.log_dir, topics=[topic], include_headers=True)
     expected = topic_records(oracle.consumed["read_uncommitted"], topic)
