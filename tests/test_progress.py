@@ -116,7 +116,7 @@ def test_dump_and_migrate_progress(log_dir: Path, tmp_path: Path) -> None:
     assert code == 0 and out.startswith(f"Dumping {segment}")
     assert err.splitlines()[-1].startswith("dump: 1/1 files") and "Dumping" not in err
     code, out, err = cli(["migrate", "--progress", "--dry-run", log_dir, tmp_path / "d"])
-    assert code == 0 and "planned:" in out and err.splitlines()[-1].startswith("migrate:")
+    assert code == 1 and "would migrate" in out and err.splitlines()[-1].startswith("migrate:")
 
 
 def test_compact_progress(log_dir: Path, tmp_path: Path) -> None:

@@ -283,7 +283,7 @@ def test_unreadable_files_are_named_never_a_traceback(shared_dir: Path) -> None:
         assert out.stderr == ("Error: cannot open file: Permission denied "
                               f"(file {part / SEGMENT})\n"), (args, out.stderr)
     out = unprivileged(["dump", part / SEGMENT], shared_dir)
-    assert out.returncode == 1 and "Permission denied" in out.stderr
+    assert out.returncode == 2 and "Permission denied" in out.stderr  # an error, as elsewhere
     assert "Traceback" not in out.stderr
     # a partition dir this user may not list
     (part / SEGMENT).chmod(0o644)
@@ -367,7 +367,9 @@ def test_read_only_commands_change_no_byte_and_no_mtime(busy_log_dir: Path, tmp_
     ]
     for args in commands:
         code, _, err = run(args, capsys)
-        assert code in (0, 1) and "Traceback" not in err, (args[:3], err[-500:])
+        # dump exits 2 for a file it cannot dump (here an .index whose .log the fixture lacks)
+        assert code in ((0, 2) if args[0] == "dump" else (0, 1)), (args[:3], err[-500:])
+        assert "Traceback" not in err
         assert state(log_dir) == before, args[:3]
     table = kl.read_log(log_dir, include_headers=True, include_metadata=True,
                         include_control=True)
