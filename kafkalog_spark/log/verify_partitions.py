@@ -50,8 +50,13 @@ def _partition_file_problems(part: PartitionDir) -> list[Problem]:
         problems.append(Problem(WARNING, "files", "partition dir queued for deletion (a broker "
                                 "deletes it after file.delete.delay.ms)", str(part.path)))
     for path in part.leftovers:
-        problems.append(Problem(WARNING, "files", "leftover of an interrupted segment "
-                                "operation (run `kafkalog recover`)", str(path)))
+        # .deleted is no interruption: a live broker renames a segment it deletes (retention,
+        # cleaning, DeleteRecords) and removes it file.delete.delay.ms later, or at its next load
+        reason = ("segment file the broker deleted, left for file.delete.delay.ms (a broker "
+                  "removes it at load; `kafkalog recover` quarantines it)"
+                  if path.name.endswith(f".{N.DELETED}") else
+                  "leftover of an interrupted segment operation (run `kafkalog recover`)")
+        problems.append(Problem(WARNING, "files", reason, str(path)))
     for path in part.orphan_indexes:
         problems.append(Problem(WARNING, "files", "index file without its .log "
                                 "(a broker deletes it at load)", str(path)))
