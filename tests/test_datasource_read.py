@@ -104,6 +104,47 @@ def test_bad_values_name_the_choices(log_dir, name, value, needle):
         parse_read_options({"path": str(log_dir), name: value})
 
 
+def test_unknown_option_suggests_the_closest_name(log_dir):
+    for typo, meant in (("startingOffset", "startingOffsets"), ("startingoffests", "startingOffsets"),
+                        ("includeHeader", "includeHeaders"), ("kafka.isolationlevel",
+                                                              "kafka.isolation.level")):
+        with pytest.raises(InvalidOptionError) as err:
+            parse_read_options({"path": str(log_dir), typo: "x"})
+        assert f"{typo!r} (did you mean {meant!r}?)" in str(err.value)
+    with pytest.raises(InvalidOptionError) as err:
+        parse_read_options({"path": str(log_dir), "kafka.bootstrap.servers": "x"})
+    assert "did you mean" not in str(err.value)
+
+
+@pytest.mark.parametrize("option,value,needle", [
+    # orders has partitions 0 and 1, payments 0: a JSON option names every selected partition
+    ("startingOffsets", '{"orders": {"0": 5}}', "startingOffsets leaves out orders-1"),
+    ("endingOffsets", '{"orders": {"1": 9}}', "endingOffsets leaves out orders-0"),
+    ("startingOffsets", '{"orders": {"0": 5, "1": -2, "7": 1}}',
+     "names orders-7, which the read does not select"),
+    ("startingOffsetsByTimestamp", '{"orders": {"0": 5}}',
+     "startingOffsetsByTimestamp leaves out orders-1"),
+    ("endingOffsetsByTimestamp", '{"orders": {"0": 5, "1": 5}, "payments": {"0": 1}}',
+     "names payments-0, which the read does not select"),
+])
+def test_per_partition_json_names_every_selected_partition(log_dir, option, value, needle):
+    """As Spark's Kafka source asserts for a batch query: never a silent read from the log
+    start of a partition the JSON left out."""
+    opts = {"path": str(log_dir), "subscribe": "orders", option: value}
+    with pytest.raises(InvalidOptionError, match=needle):
+        plan_scan(opts)
+    # what the error suggests: name the rest with the sentinel, or narrow with assign
+    full, _ = read({"path": str(log_dir), "subscribe": "orders",
+                    "startingOffsets": '{"orders": {"0": 5, "1": -2}}'})
+    assert full.num_rows == kl.read_log(log_dir, topics=["orders"]).num_rows - 5
+    one, _ = read({"path": str(log_dir), "assign": '{"orders": [0]}',
+                   "startingOffsets": '{"orders": {"0": 5}}'})
+    assert one["offset"].to_pylist()[:2] == [5, 6] and set(one["partition"].to_pylist()) == {0}
+    # without subscribe the read selects every topic
+    with pytest.raises(InvalidOptionError, match="leaves out orders-1, payments-0"):
+        plan_scan({"path": str(log_dir), "startingOffsets": '{"orders": {"0": 5}}'})
+
+
 def test_options_are_case_insensitive_and_strict_about_conflicts(log_dir):
     opts = parse_read_options({"PATH": str(log_dir), "IncludeHeaders": "TRUE",
                                "KAFKA.ISOLATION.LEVEL": "read_committed"})
@@ -242,7 +283,7 @@ def test_timestamp_bounds_resolve_like_list_offsets(log_dir):
     with pytest.raises(InvalidOptionError, match="startingOffsetsByTimestampStrategy"):
         read({"path": str(log_dir / "orders-0"), "startingTimestamp": str(T0 + 10**9)})
     got, _ = read({"path": str(log_dir), "startingOffsetsByTimestamp": '{"orders": {"0": '
-                   f'{T0 + 10**9}}}}}', "startingOffsetsByTimestampStrategy": "latest",
+                   f'{T0 + 10**9}, "1": {T0}}}}}', "startingOffsetsByTimestampStrategy": "latest",
                    "subscribe": "orders"})
     assert set(got["partition"].to_pylist()) == {1}
 

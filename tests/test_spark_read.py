@@ -119,6 +119,9 @@ def test_include_headers(spark, log_dir):
     ("onCorruption", "ignore", "fail, skip"),
     ("kafka.bootstrap.servers", "x:9092", "unknown option"),
     ("kafka.isolation.level", "none", "read_uncommitted, read_committed"),
+    # Spark lower-cases the name before the source sees it; the closest valid one is named
+    ("startingOffset", '{"t_lz4": {"0": 5}}', "'startingoffset' \\(did you mean 'startingOffsets'"),
+    ("startingOffsets", '{"t_lz4": {"0": 5}}', "startingOffsets leaves out t_gzip-0"),
 ])
 def test_bad_options_fail_at_load(spark, log_dir, option, value, needle):
     with pytest.raises(Exception, match=needle):

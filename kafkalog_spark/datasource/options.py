@@ -10,6 +10,7 @@ is the single source of names, defaults and documentation (:func:`options_doc` r
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -57,17 +58,21 @@ READ_OPTIONS: tuple[OptionSpec, ...] = (
                "loosePartition; without both such files are an error, not an empty read)"),
     OptionSpec("loosePartition", None, "the partition of loose segments (with looseTopic)"),
     OptionSpec("startingOffsets", "earliest",
-               'earliest, or JSON {"topic": {"partition": offset}} (-2 = earliest); inclusive'),
+               'earliest, or JSON {"topic": {"partition": offset}} naming every partition the read '
+               'selects, as in Spark (-2 = earliest); inclusive'),
     OptionSpec("endingOffsets", "latest",
-               'latest, or JSON {"topic": {"partition": offset}} (-1 = latest); exclusive'),
+               'latest, or JSON {"topic": {"partition": offset}} naming every partition the read '
+               'selects, as in Spark (-1 = latest); exclusive'),
     OptionSpec("startingTimestamp", None, "start every partition at the first offset whose "
                "record timestamp >= this (ms since the epoch), resolved through .timeindex"),
     OptionSpec("endingTimestamp", None, "end every partition (exclusive) at the first offset "
                "whose record timestamp >= this (ms); none such: the log end"),
     OptionSpec("startingOffsetsByTimestamp", None,
-               'JSON {"topic": {"partition": timestamp_ms}}, like startingTimestamp per partition'),
+               'JSON {"topic": {"partition": timestamp_ms}} naming every partition the read '
+               'selects, like startingTimestamp per partition'),
     OptionSpec("endingOffsetsByTimestamp", None,
-               'JSON {"topic": {"partition": timestamp_ms}}, like endingTimestamp per partition'),
+               'JSON {"topic": {"partition": timestamp_ms}} naming every partition the read '
+               'selects, like endingTimestamp per partition'),
     OptionSpec("startingOffsetsByTimestampStrategy", "error",
                "when no record has a timestamp >= the starting timestamp: error, or latest "
                "(read nothing from that partition)"),
@@ -109,11 +114,20 @@ def match_options(options: Mapping[str, Any], table: Sequence[OptionSpec],
             continue  # read by storage_options()
         spec = by_key.get(str(key).lower())
         if spec is None:
-            raise InvalidOptionError(f"unknown {what} {key!r}; valid options: "
-                                     f"{', '.join(s.name for s in table)}")
+            raise InvalidOptionError(f"unknown {what} {key!r}{_did_you_mean(str(key), table)}"
+                                     f"; valid options: {', '.join(s.name for s in table)}")
         if value is not None:
             raw[spec.name] = str(value)
     return raw
+
+
+def _did_you_mean(key: str, table: Sequence[OptionSpec]) -> str:
+    """`` (did you mean 'startingOffsets'?)`` for the valid name closest to ``key``, if any is
+    close. Spark lower-cases option names before a data source sees them, so the name echoed
+    in the error may differ from the user's in case only."""
+    names = {spec.name.lower(): spec.name for spec in table}
+    close = difflib.get_close_matches(key.lower(), names, n=1, cutoff=0.6)
+    return f" (did you mean {names[close[0]]!r}?)" if close else ""
 
 
 def is_storage_option(key: str) -> bool:

@@ -119,12 +119,57 @@ def plan_scan(options: ReadOptions | Mapping[str, str]) -> ScanPlan:
                                loose_partition=opts.loose_partition)
     check_selection(live, opts.paths, topics=opts.topics, pattern=opts.topic_pattern,
                     assign=opts.assign)
-    for part in live:
-        if part.topic is None or part.partition is None or not part.segments:
-            continue
-        if opts.wants(part.topic, part.partition):
+    selected = [part for part in live if part.topic is not None and part.partition is not None
+                and opts.wants(part.topic, part.partition)]
+    check_named_partitions(opts, {(p.topic or "", p.partition or 0) for p in selected})
+    for part in selected:
+        if part.segments:
             _plan_partition(plan, part, opts)
     return plan
+
+
+# the per-partition JSON options and the sentinel hint of each (Spark's wording)
+_PER_PARTITION_OPTIONS = (("startingOffsets", "starting_offsets", "-2 = earliest"),
+                          ("endingOffsets", "ending_offsets", "-1 = latest"),
+                          ("startingOffsetsByTimestamp", "starting_by_timestamp", None),
+                          ("endingOffsetsByTimestamp", "ending_by_timestamp", None))
+
+
+def check_named_partitions(opts: ReadOptions, selected: set[tuple[str, int]]) -> None:
+    """A per-partition JSON option must name exactly the partitions the read selects, as
+    Spark's Kafka source asserts for a batch query ("you must specify all TopicPartitions"):
+    a partition left out would otherwise be read from its log start (or to its end) without
+    a word.
+
+    Raises
+    ------
+    InvalidOptionError
+        Naming the option, the partitions it leaves out and those it names that the read
+        does not select.
+    """
+    for name, attr, sentinel in _PER_PARTITION_OPTIONS:
+        given = getattr(opts, attr)
+        if given is None:
+            continue
+        named = {(t, p) for t, parts in given.items() for p in parts}
+        if named == selected:
+            continue
+        problems = []
+        if selected - named:
+            problems.append(f"leaves out {_partition_list(selected - named)}")
+        if named - selected:
+            problems.append(f"names {_partition_list(named - selected)}, which the read does "
+                            f"not select")
+        fill = f" ({sentinel} for a partition you do not want to bound)" if sentinel else ""
+        raise InvalidOptionError(
+            f"{name} {' and '.join(problems)}: like Spark's Kafka source, it must name every "
+            f"partition the read selects{fill}, or narrow the read with subscribe or assign")
+
+
+def _partition_list(parts: set[tuple[str, int]], most: int = 10) -> str:
+    shown = [f"{t}-{p}" for t, p in sorted(parts)]
+    more = f" and {len(shown) - most} more" if len(shown) > most else ""
+    return ", ".join(shown[:most]) + more
 
 
 def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions) -> None:
