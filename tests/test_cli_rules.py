@@ -127,6 +127,20 @@ def test_a_loose_garbage_log_is_no_kafka_data(capsys, tmp_path, odd, command):
                "record batch" in err and str(odd["loose"]) in err, err
 
 
+def test_loose_segments_need_their_folder_for_migrate_and_erase(capsys, tmp_path, logs):
+    """Valid segments outside a ``<topic>-<partition>`` folder: the commands that read them as
+    one partition take them; migrate and erase, which need the topic, say how to name it."""
+    shutil.copytree(logs / "orders-0", tmp_path / "backup")
+    for command in ("info", "verify", "rebuild-index", "dump"):
+        code, out, _ = run(capsys, command, tmp_path / "backup")
+        assert code == 0 and out, command
+    for command in ("migrate", "erase"):
+        code, out, err = run(capsys, *_args(command, tmp_path / "backup", tmp_path))
+        assert code == 2 and not out and "outside a <topic>-<partition> folder" in err, err
+        assert "move them into a folder named <topic>-<partition>" in err
+    assert not (tmp_path / "lake").exists()
+
+
 @pytest.mark.parametrize("which", ["garbage", "partition"])
 def test_a_garbage_only_segment_is_the_readers_typed_error(capsys, tmp_path, odd, which):
     """migrate, erase and dump read records: the first bad entry's typed error, as read_log
