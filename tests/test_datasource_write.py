@@ -49,7 +49,7 @@ def test_options_parse_case_insensitively_and_strictly() -> None:
                              "leaderEpoch": "-1"})
     assert (o.settings.codec, o.settings.segment_bytes, o.num_partitions) == ("zstd", 2048, 3)
     assert o.settings.leader_epoch == -1 and o.topic_id == "Nq2ZD3ATRUu4vhRG2pcSzQ"
-    bad = [({"path": "/x", "compresion": "gzip"}, "unknown write option 'compresion'; valid options: path"),
+    bad = [({"path": "/x", "compresion": "gzip"}, "unknown write option 'compresion' \\(did you mean 'compression'\\?\\); valid options: path"),
            ({"path": "/x", "compression": "brotli"}, "none, gzip, snappy, lz4, zstd"),
            ({"path": "/x", "segment.bytes": "10"}, r"segment.bytes must be an integer in \[61,"),
            ({"path": "/x", "batch.records": "many"}, "batch.records must be an integer"),

@@ -277,3 +277,23 @@ def test_offsets_across_segments(log_dir: Path) -> None:
     seg.write_bytes(data)
     problems = [p for p in verify(log_dir, check_indexes=False).errors() if p.check == "offsets"]
     assert {p.position for p in problems} == {0} and any("previous segment" in p.message for p in problems)
+
+
+def test_snapshot_timestamp_after_the_cleaner_rebuilt_the_batch():
+    """A snapshot taken before the cleaner removed the record carrying a producer's last
+    timestamp keeps that timestamp; the rebuilt batch has its kept records' largest (seen on a
+    Kafka 4.1 broker). Only a snapshot timestamp below the log's is a problem."""
+    from dataclasses import replace
+
+    from kafkalog_spark.codec.snapshot import ProducerEntry, ProducerSnapshot, ProducerStateTracker
+    from kafkalog_spark.log.verify_partitions import compare_snapshot
+
+    entry = ProducerEntry(16, 0, last_sequence=9, last_offset=277, offset_delta=0,
+                          timestamp=1_795_704_235_440)
+    tracker = ProducerStateTracker()
+    tracker.load_snapshot(ProducerSnapshot((entry,)))
+    later = ProducerSnapshot((replace(entry, timestamp=entry.timestamp + 1),))
+    assert compare_snapshot(later, tracker, 0, "277.snapshot") == []
+    earlier = ProducerSnapshot((replace(entry, timestamp=entry.timestamp - 1),))
+    [problem] = compare_snapshot(earlier, tracker, 0, "277.snapshot")
+    assert "timestamp 1795704235439 (log says 1795704235440)" in problem.message

@@ -29,6 +29,7 @@ from ..errors import InvalidOptionError
 from ..log.discovery import discover
 from ..log.lookup import check_offset_entry, find_timestamp
 from ..log.model import PartitionDir, Segment
+from ..log.partition_state import at_log_start, checkpointed_log_starts
 from ..log.selection import check_selection, readable_partitions
 from ..log.storage import mapped_file, storage_for
 from ..log.transactions import transaction_view
@@ -122,9 +123,10 @@ def plan_scan(options: ReadOptions | Mapping[str, str]) -> ScanPlan:
     selected = [part for part in live if part.topic is not None and part.partition is not None
                 and opts.wants(part.topic, part.partition)]
     check_named_partitions(opts, {(p.topic or "", p.partition or 0) for p in selected})
+    log_starts = checkpointed_log_starts(selected)
     for part in selected:
         if part.segments:
-            _plan_partition(plan, part, opts)
+            _plan_partition(plan, part, opts, log_starts.get(part.path))
     return plan
 
 
@@ -172,11 +174,14 @@ def _partition_list(parts: set[tuple[str, int]], most: int = 10) -> str:
     return ", ".join(shown[:most]) + more
 
 
-def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions) -> None:
+def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions,
+                    log_start: int | None) -> None:
     topic, partition = part.topic or "", part.partition or 0
     info: dict = {"path": str(part.path)}
     plan.partitions[f"{topic}-{partition}"] = info
     lo = _start_offset(part, opts, info)
+    if lo is None or lo >= 0:  # -1: a starting timestamp no record reaches
+        lo = at_log_start(lo, log_start)
     end = _end_offset(part, opts)
     view = None
     if opts.read_committed:

@@ -16,6 +16,7 @@ What a broker holds in memory after loading (KAFKA_FORMATS §12), recomputed off
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,6 +69,32 @@ class PartitionState:
 def read_offsets(log_dir: str | os.PathLike[str], name: str) -> dict[tuple[str, int], int]:
     """One of the log dir's offset checkpoint files (missing = empty, as Kafka reads it)."""
     return read_checkpoint_file(as_path(log_dir) / name, C.parse_offset_checkpoint)
+
+
+def checkpointed_log_starts(parts: Iterable[PartitionDir]) -> dict[Path, int]:
+    """The log start offset each live partition's log dir checkpoints for it (Kafka's
+    ``log-start-offset-checkpoint``, advanced by ``DeleteRecords`` and retention), keyed by the
+    partition dir; each log dir's file is read once. A consumer cannot fetch below it: the
+    records still on disk under it are deleted in Kafka's view."""
+    by_log_dir: dict[Path, dict[tuple[str, int], int]] = {}
+    out: dict[Path, int] = {}
+    for part in parts:
+        if part.kind is not None or part.topic is None or part.partition is None:
+            continue  # -delete/-future/-stray copies and loose segments have no entry
+        log_dir = as_path(part.path).parent
+        if log_dir not in by_log_dir:
+            by_log_dir[log_dir] = read_offsets(log_dir, N.LOG_START_OFFSET_CHECKPOINT)
+        start = by_log_dir[log_dir].get((part.topic, part.partition))
+        if start is not None:
+            out[part.path] = start
+    return out
+
+
+def at_log_start(start: int | None, log_start: int | None) -> int | None:
+    """A read's inclusive start offset moved up to the log start offset (``None``: none)."""
+    if log_start is None:
+        return start
+    return log_start if start is None else max(start, log_start)
 
 
 def segment_next_offset(seg: Segment) -> int:

@@ -22,6 +22,7 @@ from ..codec.decode import BadRange, DecodeOptions, DecodeResult, decode_entries
 from ..codec.schema import record_schema
 from ..errors import InvalidOptionError
 from .discovery import discover
+from .partition_state import at_log_start, checkpointed_log_starts
 from .selection import check_selection, readable_partitions
 from .model import PartitionDir, Segment
 from .window import decode_window, read_window
@@ -53,7 +54,9 @@ def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | N
     ``start_offset`` is inclusive, ``end_offset`` exclusive (like Spark's ``endingOffsets``);
     either may be one int for every partition or a mapping ``{(topic, partition): offset}``.
     Only live partition dirs are read: ``-delete``, ``-future`` and ``-stray`` copies and the
-    KRaft metadata log are left out unless named directly.
+    KRaft metadata log are left out unless named directly. Reads start at the partition's log
+    start offset, as a consumer's fetch does: records left below it by ``DeleteRecords`` (or a
+    retention the broker had not finished) are deleted in Kafka's view.
     """
     paths = user_paths(paths, storage_options)
     found = discover(paths)
@@ -62,12 +65,13 @@ def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | N
     live = readable_partitions(found, loose_topic=loose_topic, loose_partition=loose_partition)
     check_selection(live, paths, topics=wanted_topics, partition_numbers=wanted_parts)
     plans: list[ReadPlan] = []
+    log_starts = checkpointed_log_starts(live)
     for part in live:
         if wanted_topics is not None and part.topic not in wanted_topics:
             continue
         if wanted_parts is not None and part.partition not in wanted_parts:
             continue
-        lo = _bound(start_offset, part, "start_offset")
+        lo = at_log_start(_bound(start_offset, part, "start_offset"), log_starts.get(part.path))
         hi = _bound(end_offset, part, "end_offset")
         segs = part.segments
         for i, seg in enumerate(segs):

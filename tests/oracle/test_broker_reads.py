@@ -22,14 +22,9 @@ from .scenario import DELETE_BEFORE, INTERNAL_TOPICS, TOPICS, OracleRun, run_sce
 
 pytestmark = pytest.mark.broker
 
-# A difference between Kafka and us, kept failing until it is decided and fixed (issue 30 report)
-LOG_START_IGNORED = pytest.mark.xfail(strict=True, reason=(
-    f"the log start offset is not honoured: DeleteRecords moved deleted-records-0's log start "
-    f"to {DELETE_BEFORE} (log-start-offset-checkpoint); offsets 0..{DELETE_BEFORE - 1} are "
-    "still in its 00000000000000000000.log and read_log / format('kafkalog') return them, "
-    "while a consumer starts at the log start"))
-TOPIC_PARAMS = [pytest.param(t, marks=LOG_START_IGNORED) if t == "deleted-records" else t
-                for t in TOPICS]
+# deleted-records-0: DeleteRecords moved its log start (log-start-offset-checkpoint) past
+# offsets still in its first .log; a consumer starts at the log start, and so do we
+TOPIC_PARAMS = list(TOPICS)
 
 
 @pytest.fixture(scope="module")
