@@ -22,11 +22,11 @@ import numpy as np
 import pyarrow as pa
 
 from kafkalog_spark.codec import layout as L
-from kafkalog_spark.codec.compression import decompress
-from kafkalog_spark.codec.crc import verify_crcs
-from kafkalog_spark.codec.decode import DecodeOptions, decode_to_table
-from kafkalog_spark.codec.encode import encode_record_batches
-from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.codec.compression.codecs import decompress
+from kafkalog_spark.codec.records.crc import verify_crcs
+from kafkalog_spark.codec.records.decode import DecodeOptions, decode_to_table
+from kafkalog_spark.codec.records.encode import encode_record_batches
+from kafkalog_spark.codec.records.scan import scan_entries
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

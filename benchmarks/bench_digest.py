@@ -6,7 +6,7 @@
 Two key sets: ``key-%08d`` (12 bytes, the compaction benchmark's keys) and 100-byte random
 keys. Contenders per set, best of ``--repeat``, interleaved:
 
-* ``murmur3 (numba)``: :func:`kafkalog_spark.codec.digest.key_digests` over the Arrow column —
+* ``murmur3 (numba)``: :func:`kafkalog_spark.codec.records.digest.key_digests` over the Arrow column —
   what the compaction key pass runs;
 * ``md5 (hashlib)``: ``hashlib.md5(key).digest()`` per key (a Python loop over the column's
   values, which is how Python code would compute Kafka's digest; no vectorised MD5 exists in
@@ -31,7 +31,7 @@ from datetime import datetime, timezone
 import numpy as np
 import pyarrow as pa
 
-from kafkalog_spark.codec.digest import key_digests
+from kafkalog_spark.codec.records.digest import key_digests
 
 
 def _md5(keys: pa.Array) -> None:

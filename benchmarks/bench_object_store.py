@@ -59,11 +59,11 @@ sys.path.insert(0, str(HERE.parent / "tests"))  # tests/s3.py: the SeaweedFS tes
 from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary  # noqa: E402
 
 from kafkalog_spark import read_log, write_log  # noqa: E402
-from kafkalog_spark.codec.scan import scan_entries  # noqa: E402
+from kafkalog_spark.codec.records.scan import scan_entries  # noqa: E402
 from kafkalog_spark.datasource.plan import offset_for_timestamp  # noqa: E402
 from kafkalog_spark.log.discovery import discover  # noqa: E402
 from kafkalog_spark.log.lookup import forget_remote_indexes  # noqa: E402
-from kafkalog_spark.log.storage import as_path, mapped_file, storage_for  # noqa: E402
+from kafkalog_spark.storage import as_path, mapped_file, storage_for  # noqa: E402
 
 BUCKET = "bench"
 TOPIC = "events"

@@ -66,7 +66,7 @@ def generate(log_dir: Path, mib: int) -> Path:
 def damage(log: Path) -> list[int]:
     """A flipped bit at 25%, a zeroed page at 50%, a false length on the first batch after
     75%; the three byte positions."""
-    from kafkalog_spark.codec.scan import scan_entries
+    from kafkalog_spark.codec.records.scan import scan_entries
 
     data = np.memmap(log, np.uint8, mode="r")
     size, positions = len(data), scan_entries(data).position
@@ -134,7 +134,7 @@ def _clean(copy: Path) -> None:
 
 
 def kept_batches(log_dir: Path) -> int:
-    from kafkalog_spark.codec.scan import scan_entries
+    from kafkalog_spark.codec.records.scan import scan_entries
 
     return sum(len(scan_entries(np.memmap(p, np.uint8, mode="r")))
                for p in sorted((log_dir / "t-0").glob("*.log")) if p.stat().st_size)

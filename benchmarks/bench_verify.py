@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 import kafkalog_spark as kl
-from kafkalog_spark.log.verify import verify
+from kafkalog_spark.inspect.verify import verify
 from kafkalog_spark.recovery.rebuild import rebuild_indexes
 
 

@@ -46,9 +46,9 @@ import pyarrow as pa
 
 import kafkalog_spark as kl
 from kafkalog_spark.codec import checkpoints as C
-from kafkalog_spark.codec.index_rebuild import build_indexes
-from kafkalog_spark.codec.scan import scan_entries
-from kafkalog_spark.codec.snapshot import ProducerStateTracker
+from kafkalog_spark.codec.files.index_rebuild import build_indexes
+from kafkalog_spark.codec.records.scan import scan_entries
+from kafkalog_spark.codec.files.snapshot import ProducerStateTracker
 from kafkalog_spark.log import naming as N
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
@@ -130,7 +130,7 @@ def make_records(n: int, seed: int, value_size: int = 160) -> pa.Table:
 def build_template(codec: str, segments: int, segment_bytes: int, work: Path,
                    seed: int) -> list[TemplateSegment]:
     """At least ``segments`` segments of ``codec`` data, written by ``write_log`` into ``work``."""
-    from kafkalog_spark.codec.encode import encode_record_batches
+    from kafkalog_spark.codec.records.encode import encode_record_batches
 
     sample = make_records(2000, seed)
     per_record = len(encode_record_batches(sample, codec=codec, max_batch_records=50).tobytes()) / 2000

@@ -28,7 +28,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec.schema import HEADERS_TYPE
+from kafkalog_spark.codec.records.schema import HEADERS_TYPE
 from kafkalog_spark.compaction.erase_select import Selection
 from kafkalog_spark.delta import migrate
 from kafkalog_spark.delta.erase import erase_everywhere

@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 
 import kafkalog_spark as kl
 from kafkalog_spark.cli import main as kafkalog
-from kafkalog_spark.codec.schema import HEADERS_TYPE
+from kafkalog_spark.codec.records.schema import HEADERS_TYPE
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 

@@ -16,7 +16,7 @@ _EXPORTS = {
     "read_log": "kafkalog_spark.log.reader",
     "write_log": "kafkalog_spark.log.writer",
     "discover": "kafkalog_spark.log.discovery",
-    "verify": "kafkalog_spark.log.verify",
+    "verify": "kafkalog_spark.inspect.verify",
     "register": "kafkalog_spark.spark",
     "session": "kafkalog_spark.spark",
     "KafkaLogError": "kafkalog_spark.errors",

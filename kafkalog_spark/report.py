@@ -18,7 +18,7 @@ from .errors import InvalidOptionError, KafkaLogError
 
 if TYPE_CHECKING:  # annotations only: a command module loads the job it runs itself
     from .compaction.compact import CompactionResult
-    from .log.verify import VerifyReport
+    from .inspect.verify import VerifyReport
     from .recovery.recover import RecoveryReport
     from .retention.retain import RetentionResult
 

@@ -23,7 +23,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .errors import SparkSetupError
-from .log.storage import LOCAL
+from .storage import LOCAL
 
 if TYPE_CHECKING:  # pyspark is imported only when a session is asked for
     from pyspark.sql import SparkSession
@@ -229,7 +229,7 @@ def configured_conf() -> dict[str, str]:
 def _defaults_file(path: str | None) -> dict[str, str]:
     from pyspark.find_spark_home import _find_spark_home
 
-    from .codec.checkpoints import parse_java_properties
+    from .codec.files.checkpoints import parse_java_properties
 
     if path is None:
         conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")
@@ -265,7 +265,7 @@ def register(spark: Any) -> None:
 def session_storage_options(spark: Any) -> dict[str, str]:
     """Object-store options from the session's ``spark.hadoop.fs.s3a.*`` settings (endpoint,
     keys, region, path style: :func:`~.log.object_options.from_hadoop`)."""
-    from .log.object_options import from_hadoop
+    from .storage.options import from_hadoop
 
     prefix = "spark.hadoop."
     return from_hadoop({k[len(prefix):]: v for k, v in spark.sparkContext.getConf().getAll()

@@ -29,7 +29,7 @@ CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 def _table(n: int, topic: str):
     import pyarrow as pa
 
-    from .codec.schema import HEADERS_TYPE
+    from .codec.records.schema import HEADERS_TYPE
 
     return pa.table({
         "topic": pa.array([topic] * n, pa.string()),
@@ -79,7 +79,7 @@ def warm_up(verbose: bool = False) -> float:
         Wall time of the whole warm-up.
     """
     from .log.reader import read_log
-    from .log.storage import LOCAL
+    from .storage import LOCAL
     from .log.writer import write_log
 
     start = time.perf_counter()

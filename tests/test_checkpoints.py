@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog_spark.codec.checkpoints import (
+from kafkalog_spark.codec.files.checkpoints import (
     EpochEntry, MetaProperties, assign_leader_epoch, format_clean_shutdown, format_java_properties,
     format_leader_epoch_checkpoint, format_meta_properties, format_offset_checkpoint,
     format_partition_metadata, java_date_string, load_leader_epochs, parse_checkpoint,
@@ -17,7 +17,7 @@ from kafkalog_spark.codec.checkpoints import (
     truncate_epochs_from_end, truncate_epochs_from_start, uuid_from_string, uuid_to_string,
 )
 from kafkalog_spark.errors import CorruptCheckpointError, InvalidOptionError, KafkaLogError
-from kafkalog_spark.log.atomic import (
+from kafkalog_spark.storage.atomic import (
     atomic_write_bytes, fsync_dir, read_checkpoint_file, write_checkpoint_file,
 )
 

@@ -11,13 +11,13 @@ import pytest
 
 from kafkalog_spark import read_log, verify
 from kafkalog_spark.codec import checkpoints as C
-from kafkalog_spark.codec.encode import BatchSpec, encode_batch, encode_end_txn_marker
-from kafkalog_spark.codec.index_rebuild import build_indexes, build_txn_index
-from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.codec.records.encode import BatchSpec, encode_batch, encode_end_txn_marker
+from kafkalog_spark.codec.files.index_rebuild import build_indexes, build_txn_index
+from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.compaction.compact import compact
 from kafkalog_spark.errors import LogDirLockedError
 from kafkalog_spark.log import naming as N
-from kafkalog_spark.log.atomic import read_checkpoint_file, write_checkpoint_file
+from kafkalog_spark.storage.atomic import read_checkpoint_file, write_checkpoint_file
 
 T = 1_700_000_000_000
 D = 86_400_000

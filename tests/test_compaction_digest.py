@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from kafkalog_spark.codec.digest import key_digests
+from kafkalog_spark.codec.records.digest import key_digests
 
 
 def reference(key: bytes) -> tuple[int, int]:

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog_spark import read_log, verify
-from kafkalog_spark.codec.encode import encode_end_txn_marker
+from kafkalog_spark.codec.records.encode import encode_end_txn_marker
 from kafkalog_spark.compaction.compact import compact
 
 from test_compaction import T, build_partition, rec

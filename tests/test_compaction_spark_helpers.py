@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from kafkalog_spark.compaction.compact import plan_log_dir
-from kafkalog_spark.codec.digest import key_digests
+from kafkalog_spark.codec.records.digest import key_digests
 from kafkalog_spark.compaction.rewrite import (cleaned_path, key_rows, retained_offsets_local,
                                                rewrite_group)
 from kafkalog_spark.compaction.key_map import combine_keys

@@ -1,4 +1,4 @@
-"""Tests for kafkalog_spark.codec.compression: round trips, real broker payloads, the quirks
+"""Tests for kafkalog_spark.codec.compression.codecs: round trips, real broker payloads, the quirks
 Kafka tolerates (raw snappy, concatenated xerial streams, magic-0 lz4 HC, multi-frame zstd,
 multi-member gzip), size bounds and corrupt input, cross-checked with kafka-python/aiokafka."""
 
@@ -21,13 +21,13 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalog_spark.codec.compression import (
+from kafkalog_spark.codec.compression.codecs import (
     DEFAULT_MAX_DECOMPRESSED,
     compress,
     decompress,
     require_codec,
 )
-from kafkalog_spark.codec.compression_framings import (
+from kafkalog_spark.codec.compression.framings import (
     LZ4_KAFKA_HEADER,
     LZ4_KAFKA_HEADER_MAGIC0,
     XERIAL_HEADER,
@@ -436,7 +436,7 @@ def test_require_codec_accepts_installed_and_rejects_unknown() -> None:
 
 def test_import_loads_no_codec_library() -> None:
     code = (
-        "import sys, kafkalog_spark.codec.compression\n"
+        "import sys, kafkalog_spark.codec.compression.codecs\n"
         "bad = [m for m in ('cramjam', 'snappy', 'lz4', 'zstandard', 'xxhash') if m in sys.modules]\n"
         "assert not bad, bad\n"
     )

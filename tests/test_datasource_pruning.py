@@ -18,8 +18,8 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
                                StructField, StructType, TimestampType)
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec.decode import DecodeOptions, decode_to_table
-from kafkalog_spark.codec.schema import ALL_COLUMNS, BASE_ORDER, record_schema
+from kafkalog_spark.codec.records.decode import DecodeOptions, decode_to_table
+from kafkalog_spark.codec.records.schema import ALL_COLUMNS, BASE_ORDER, record_schema
 from kafkalog_spark.datasource import KafkaLogDataSource, spark_schema
 from kafkalog_spark.datasource.options import parse_read_options
 from kafkalog_spark.datasource.plan import plan_scan
@@ -124,7 +124,7 @@ def test_pruned_decode_same_without_jit(tmp_path):
     data = _all_formats()
     (tmp_path / "data.bin").write_bytes(data)
     script = ("import sys, pyarrow as pa\n"
-              "from kafkalog_spark.codec.decode import DecodeOptions, decode_to_table\n"
+              "from kafkalog_spark.codec.records.decode import DecodeOptions, decode_to_table\n"
               "data = open(sys.argv[1], 'rb').read()\n"
               "for cols in (('value',), ('key', 'headers'), (), ('offset', 'compression')):\n"
               "    t = decode_to_table(data, topic='t', partition=0,"

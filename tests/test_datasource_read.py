@@ -15,11 +15,11 @@ from pyspark.sql.datasource import EqualTo, GreaterThanOrEqual, In, LessThan, No
 from pyspark.sql.pandas.types import to_arrow_schema
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec.encode import encode_end_txn_marker, encode_record_batches
-from kafkalog_spark.codec.index_rebuild import build_indexes, build_txn_index
-from kafkalog_spark.codec.scan import scan_entries
-from kafkalog_spark.codec.schema import HEADERS_TYPE, record_schema
-from kafkalog_spark.codec.snapshot import ProducerStateTracker
+from kafkalog_spark.codec.records.encode import encode_end_txn_marker, encode_record_batches
+from kafkalog_spark.codec.files.index_rebuild import build_indexes, build_txn_index
+from kafkalog_spark.codec.records.scan import scan_entries
+from kafkalog_spark.codec.records.schema import HEADERS_TYPE, record_schema
+from kafkalog_spark.codec.files.snapshot import ProducerStateTracker
 from kafkalog_spark.datasource import KafkaLogDataSource, spark_schema
 from kafkalog_spark.datasource.options import parse_read_options
 from kafkalog_spark.datasource.plan import offset_for_timestamp, plan_scan

@@ -10,12 +10,12 @@ from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, Str
                                StructField, StructType, TimestampType)
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec.partitioner import default_partitions
-from kafkalog_spark.codec.schema import HEADERS_TYPE
+from kafkalog_spark.codec.records.partitioner import default_partitions
+from kafkalog_spark.codec.records.schema import HEADERS_TYPE
 from kafkalog_spark.datasource.write_options import parse_write_options, write_options_doc
 from kafkalog_spark.datasource.writer import KafkaLogWriter
 from kafkalog_spark.errors import InvalidOptionError, LogDirLockedError
-from kafkalog_spark.log.verify import verify
+from kafkalog_spark.inspect.verify import verify
 
 HEADERS = ArrayType(StructType([StructField("key", StringType(), False),
                                 StructField("value", BinaryType())]), False)

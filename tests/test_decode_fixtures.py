@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog_spark.codec.crc import verify_crcs
-from kafkalog_spark.codec.decode import DecodeOptions, decode_entries, decode_to_table
-from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.codec.records.crc import verify_crcs
+from kafkalog_spark.codec.records.decode import DecodeOptions, decode_entries, decode_to_table
+from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.errors import CorruptRecordError, TruncatedDataError
 
 ALL = DecodeOptions(include_headers=True, include_metadata=True, include_control=True)

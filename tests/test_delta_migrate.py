@@ -17,15 +17,15 @@ from deltalake import DeltaTable
 
 import kafkalog_spark as kl
 from kafkalog_spark.cli import cli, main
-from kafkalog_spark.codec.checkpoints import format_offset_checkpoint
-from kafkalog_spark.codec.internal_topics import (decode_consumer_offsets_key,
+from kafkalog_spark.codec.files.checkpoints import format_offset_checkpoint
+from kafkalog_spark.codec.internal.internal_topics import (decode_consumer_offsets_key,
                                                   decode_consumer_offsets_value)
 from kafkalog_spark.delta import (ConcurrentMigrationError, DataLossError, MIGRATE_OPTIONS,
                                   MigrateOptions, migrate, parse_migrate_options)
 from kafkalog_spark.delta.commit import STATE_DIR, table_lock
 from kafkalog_spark.errors import InvalidOptionError
 from kafkalog_spark.log.discovery import discover
-from kafkalog_spark.log.naming import LOG_START_OFFSET_CHECKPOINT
+from kafkalog_spark.codec.files.naming import LOG_START_OFFSET_CHECKPOINT
 
 from test_datasource_read import write_txn_partition  # the aborted/committed/open partition
 from test_verify import REAL_LOG_DIRS

@@ -17,8 +17,8 @@ from kafka.record.memory_records import MemoryRecords
 
 from aiokafka.record.default_records import DefaultRecordBatch as AioBatch
 from kafkalog_spark.codec import layout as L
-from kafkalog_spark.codec.compression import decompress
-from kafkalog_spark.codec.encode import (
+from kafkalog_spark.codec.compression.codecs import decompress
+from kafkalog_spark.codec.records.encode import (
     BatchSpec,
     EncodedBatches,
     encode_batch,
@@ -26,8 +26,8 @@ from kafkalog_spark.codec.encode import (
     encode_end_txn_marker,
     encode_record_batches,
 )
-from kafkalog_spark.codec.scan import scan_entries
-from kafkalog_spark.codec.schema import HEADERS_TYPE
+from kafkalog_spark.codec.records.scan import scan_entries
+from kafkalog_spark.codec.records.schema import HEADERS_TYPE
 from kafkalog_spark.errors import InvalidOptionError, KafkaLogError
 
 CODECS = [L.CODEC_NONE, L.CODEC_GZIP, L.CODEC_SNAPPY, L.CODEC_LZ4, L.CODEC_ZSTD]

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 import kafkalog_spark as kl
 from kafkalog_spark.cli import cli, main
-from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.compaction.erase import erase
 from kafkalog_spark.compaction.erase_select import read_keys
 

@@ -50,7 +50,7 @@ def test_mutations_are_seeded() -> None:
 
 
 def test_structure_mutators_work_on_entries() -> None:
-    from kafkalog_spark.codec.encode import encode_record_batches
+    from kafkalog_spark.codec.records.encode import encode_record_batches
     from fuzz.corpus import records
 
     log = encode_record_batches(records(30), max_batch_records=10).tobytes()

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 
 import kafkalog_spark as kl
-from kafkalog_spark.log.verify import verify
+from kafkalog_spark.inspect.verify import verify
 
 
 def small_log_dir(root: Path) -> Path:
@@ -39,7 +39,7 @@ def negative_last_offset_delta(part: Path, k: int = 2) -> tuple[int, int]:
 
     import crc32c
 
-    from kafkalog_spark.codec.scan import scan_entries
+    from kafkalog_spark.codec.records.scan import scan_entries
 
     log = sorted(part.glob("*.log"))[0]
     data = bytearray(log.read_bytes())
@@ -76,7 +76,7 @@ def producer_batch(base_offset: int) -> bytes:
     offset is outside the CRC, so the batch stays valid)."""
     import struct
 
-    from kafkalog_spark.codec.encode import encode_record_batches
+    from kafkalog_spark.codec.records.encode import encode_record_batches
 
     data = bytearray(encode_record_batches(pa.table({"value": [b"v"] * 10}), producer_id=5,
                                            producer_epoch=0, base_sequence=0).tobytes())
@@ -88,7 +88,7 @@ def test_producer_state_offset_delta_is_the_batch_header_delta() -> None:
     # fuzz seed 6 case 120146 (harness of commit 18de8c1): a base offset near 2^63 made
     # base + lastOffsetDelta wrap, offset_delta became last - base in Python ints (~ -2^64) and
     # snapshot().to_bytes() died with struct.error; Kafka stores the header's int32 delta
-    from kafkalog_spark.codec.snapshot import ProducerStateTracker, read_snapshot
+    from kafkalog_spark.codec.files.snapshot import ProducerStateTracker, read_snapshot
 
     tracker = ProducerStateTracker()
     tracker.apply(producer_batch(2**63 - 5))
@@ -101,7 +101,7 @@ def test_sequence_arithmetic_wraps_like_java_ints() -> None:
     # found alongside the case above: a negative lastOffsetDelta (or offsetDelta) under a valid
     # CRC pushed increment/decrement_sequence out of int32 (struct.error on snapshot encode);
     # DefaultRecordBatch's int arithmetic wraps
-    from kafkalog_spark.codec.snapshot import ProducerStateTracker, decrement_sequence, increment_sequence
+    from kafkalog_spark.codec.files.snapshot import ProducerStateTracker, decrement_sequence, increment_sequence
 
     assert increment_sequence(-5, -(2**31)) == 2**31 - 5
     assert increment_sequence(2**31 - 1, 5) == 4 and increment_sequence(3, 4) == 7

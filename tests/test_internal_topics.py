@@ -1,4 +1,4 @@
-"""Tests for kafkalog_spark.codec.internal_topics: real __consumer_offsets keys/values with their
+"""Tests for kafkalog_spark.codec.internal.internal_topics: real __consumer_offsets keys/values with their
 expected decoded text (konsumer_offsets), records pulled from real broker log dirs and KRaft
 snapshots with kafka-python's record reader, hand-built flexible/tagged encodings, and
 malformed input."""
@@ -15,13 +15,13 @@ from typing import Any, Iterator
 import pytest
 from kafka.record import MemoryRecords
 
-from kafkalog_spark.codec.internal_topics import (
+from kafkalog_spark.codec.internal.internal_topics import (
     decode_consumer_offsets_key,
     decode_consumer_offsets_value,
     decode_transaction_log_key,
     decode_transaction_log_value,
 )
-from kafkalog_spark.codec.kraft_records import (
+from kafkalog_spark.codec.internal.kraft_records import (
     decode_control_record_value,
     decode_end_txn_marker,
     decode_metadata_record,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kafkalog_spark.errors import LogDirError, LogDirLockedError
-from kafkalog_spark.log.lock import ensure_not_locked, hold_lock, lock_holder
+from kafkalog_spark.storage.lock import ensure_not_locked, hold_lock, lock_holder
 
 # Locks the file exactly like the JVM's FileChannel.tryLock on Linux: a POSIX record lock.
 HOLDER = (
@@ -99,7 +99,7 @@ def test_hold_lock_creates_file_and_blocks_other_processes(log_dir: Path) -> Non
         ensure_not_locked(log_dir)  # our own lock is not a conflict
         probe = subprocess.run(
             [sys.executable, "-c",
-             "import sys; from kafkalog_spark.log.lock import lock_holder;"
+             "import sys; from kafkalog_spark.storage.lock import lock_holder;"
              "print(lock_holder(sys.argv[1]))", str(log_dir)],
             capture_output=True, text=True, check=True)
         assert probe.stdout.strip() == str(os.getpid())
@@ -109,7 +109,7 @@ def test_hold_lock_creates_file_and_blocks_other_processes(log_dir: Path) -> Non
         # the lock must survive the nested attempt (POSIX locks drop on any close)
         again = subprocess.run(
             [sys.executable, "-c",
-             "import sys; from kafkalog_spark.log.lock import lock_holder;"
+             "import sys; from kafkalog_spark.storage.lock import lock_holder;"
              "print(lock_holder(sys.argv[1]))", str(log_dir)],
             capture_output=True, text=True, check=True)
         assert again.stdout.strip() == str(os.getpid())

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from kafkalog_spark.codec.index import offset_index_bytes, read_offset_index, time_index_bytes
-from kafkalog_spark.codec.index_rebuild import build_indexes
-from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.codec.files.index import offset_index_bytes, read_offset_index, time_index_bytes
+from kafkalog_spark.codec.files.index_rebuild import build_indexes
+from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.log.discovery import discover
 from kafkalog_spark.log.model import Segment
 from kafkalog_spark.log import lookup
 from kafkalog_spark.log.lookup import LogBytes, find_offset, find_timestamp, position_for_offset
-from kafkalog_spark.log.naming import segment_file_name
+from kafkalog_spark.codec.files.naming import segment_file_name
 
 KRAFT = "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data"
 

@@ -19,8 +19,8 @@ import kafkalog_spark as kl
 from kafkalog_spark.delta import ConcurrentMigrationError, migrate
 from kafkalog_spark.delta.commit import STATE_DIR, require_conditional_commits
 from kafkalog_spark.errors import LogDirError
-from kafkalog_spark.log.naming import WRITING_MARKER
-from kafkalog_spark.log.storage import as_path, user_paths
+from kafkalog_spark.codec.files.naming import WRITING_MARKER
+from kafkalog_spark.storage import as_path, user_paths
 
 from test_delta_migrate import COLUMNS, Killed, log_rows, records
 

@@ -19,7 +19,7 @@ from gcs import FakeGcs, fake_gcs_binary
 
 import kafkalog_spark as kl
 from kafkalog_spark.errors import KafkaLogError
-from kafkalog_spark.log.storage import as_path, storage_for
+from kafkalog_spark.storage import as_path, storage_for
 
 from test_verify import REAL_LOG_DIRS
 

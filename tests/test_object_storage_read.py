@@ -27,16 +27,16 @@ import pytest
 from pyarrow.fs import FileSelector
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec.decode import DecodeOptions
-from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.codec.records.decode import DecodeOptions
+from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.datasource import KafkaLogDataSource
 from kafkalog_spark.datasource.plan import plan_scan
 from kafkalog_spark.errors import KafkaLogError, LogDirError, RemoteStorageError
 from kafkalog_spark.log.discovery import discover
-from kafkalog_spark.log.object_path import ObjectPath
+from kafkalog_spark.storage.paths import ObjectPath
 from kafkalog_spark.log.reader import LogReadResult, plan_read
-from kafkalog_spark.log.storage import as_path, storage_for
-from kafkalog_spark.log.verify import verify
+from kafkalog_spark.storage import as_path, storage_for
+from kafkalog_spark.inspect.verify import verify
 
 from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
 from test_read_write import records
@@ -382,7 +382,7 @@ def test_maintenance_on_s3_is_refused(s3, refusal_uri, args):
 
 
 def test_maintenance_api_on_s3_raises_remote_storage_error(refusal_uri, opts):
-    from kafkalog_spark.log.lock import ensure_local
+    from kafkalog_spark.storage.lock import ensure_local
 
     with pytest.raises(RemoteStorageError, match="object storage cannot") as info:
         ensure_local(as_path(refusal_uri, opts))

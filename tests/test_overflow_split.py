@@ -15,7 +15,7 @@ from kafka.record.memory_records import MemoryRecords
 
 import kafkalog_spark as kl
 from kafkalog_spark.codec import layout as L
-from kafkalog_spark.codec.encode import BatchSpec, encode_batch
+from kafkalog_spark.codec.records.encode import BatchSpec, encode_batch
 from kafkalog_spark.recovery.quarantine import read_manifests
 from kafkalog_spark.recovery.recover import recover
 from kafkalog_spark.report import render_recovery

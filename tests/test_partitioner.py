@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from kafkalog_spark.codec.partitioner import default_partitions, murmur2
+from kafkalog_spark.codec.records.partitioner import default_partitions, murmur2
 from kafkalog_spark.errors import InvalidOptionError
 
 # org.apache.kafka.common.utils.UtilsTest#testMurmur2

@@ -10,12 +10,12 @@ import pyarrow.compute as pc
 import pytest
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec.checkpoints import (parse_leader_epoch_checkpoint,
+from kafkalog_spark.codec.files.checkpoints import (parse_leader_epoch_checkpoint,
                                               parse_offset_checkpoint, parse_partition_metadata)
-from kafkalog_spark.codec.index_rebuild import build_indexes
-from kafkalog_spark.codec.schema import HEADERS_TYPE
+from kafkalog_spark.codec.files.index_rebuild import build_indexes
+from kafkalog_spark.codec.records.schema import HEADERS_TYPE
 from kafkalog_spark.errors import InvalidOptionError, LogDirError, LogDirLockedError
-from kafkalog_spark.log.verify import verify
+from kafkalog_spark.inspect.verify import verify
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -230,7 +230,7 @@ def test_overwrite_replaces_only_the_partitions_written(tmp_path: Path) -> None:
 def test_stagers_shift_whole_segments_in_order(tmp_path: Path) -> None:
     """Three writers stage provisional offsets from 0; publishing shifts their segments after
     the log end offset, in ``order``, without re-encoding (CRCs still valid)."""
-    from kafkalog_spark.log.lock import hold_lock
+    from kafkalog_spark.storage.lock import hold_lock
     from kafkalog_spark.log.publish import publish
     from kafkalog_spark.log.staging import (PartitionStager, WriteSettings, create_staging_dir,
                                             remove_staging_dir)
@@ -280,7 +280,7 @@ def test_kept_offsets_must_not_overlap_between_outputs(tmp_path: Path) -> None:
 def test_skip_mode_returns_valid_records_and_bad_ranges(tmp_path: Path) -> None:
     import json
 
-    from kafkalog_spark.codec.scan import scan_entries
+    from kafkalog_spark.codec.records.scan import scan_entries
     from kafkalog_spark.errors import CorruptRecordError
 
     kl.write_log(records(400), tmp_path, max_batch_records=50)

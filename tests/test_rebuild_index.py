@@ -11,8 +11,8 @@ import pytest
 from click.testing import CliRunner
 
 from kafkalog_spark.cli import cli
-from kafkalog_spark.codec.index import read_txn_index
-from kafkalog_spark.log.verify import verify
+from kafkalog_spark.codec.files.index import read_txn_index
+from kafkalog_spark.inspect.verify import verify
 from kafkalog_spark.recovery.rebuild import rebuild_indexes
 
 from test_index import EXACT, RESTARTED, marker, txn_batch

@@ -16,7 +16,7 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.errors import InvalidOptionError
 from kafkalog_spark.recovery.quarantine import read_manifests
 from kafkalog_spark.recovery.reconcile import reconcile

@@ -18,11 +18,11 @@ from click.testing import CliRunner
 import kafkalog_spark as kl
 from kafkalog_spark.cli import cli
 from kafkalog_spark.codec import checkpoints as C
-from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.errors import InvalidOptionError, LogDirLockedError
 from kafkalog_spark.log import naming as N
 from kafkalog_spark.log.swap import NewSegment, replace_segments
-from kafkalog_spark.log.verify import verify
+from kafkalog_spark.inspect.verify import verify
 from kafkalog_spark.recovery.quarantine import read_manifests
 from kafkalog_spark.recovery.recover import recover
 
@@ -209,7 +209,7 @@ def test_marker_damage_and_txn_index(tmp_path: Path) -> None:
     assert any(p.check == "txnindex" and "missing" in p.message for p in report.errors())
     recover(log_dir, execute_plan=True)
     assert verify(log_dir).ok, verify(log_dir).problems
-    from kafkalog_spark.codec.index import read_txn_index
+    from kafkalog_spark.codec.files.index import read_txn_index
     txn = read_txn_index((pdir / "00000000000000000000.txnindex").read_bytes(), 0)
     assert (txn.producer_id.tolist(), txn.first_offset.tolist(), txn.last_offset.tolist(),
             txn.last_stable_offset.tolist()) == ([7], [0], [5], [3])
@@ -228,7 +228,7 @@ def test_marker_damage_and_txn_index(tmp_path: Path) -> None:
 
 def test_refuses_locked_dir_and_bad_paths(log_dir: Path, tmp_path: Path) -> None:
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; from kafkalog_spark.log.lock import hold_lock\n"
+        "import sys, time; from kafkalog_spark.storage.lock import hold_lock\n"
         f"with hold_lock({str(log_dir)!r}):\n    print('held', flush=True); time.sleep(60)")],
         stdout=subprocess.PIPE, text=True)
     try:

@@ -16,8 +16,8 @@ from kafka.record.memory_records import MemoryRecords
 
 import kafkalog_spark as kl
 from kafkalog_spark.cli import cli, main
-from kafkalog_spark.codec.scan import scan_entries
-from kafkalog_spark.codec.schema import HEADERS_TYPE
+from kafkalog_spark.codec.records.scan import scan_entries
+from kafkalog_spark.codec.records.schema import HEADERS_TYPE
 from kafkalog_spark.delta import migrate
 from kafkalog_spark.delta.restore import restore
 from kafkalog_spark.errors import InvalidOptionError

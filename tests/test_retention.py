@@ -12,7 +12,7 @@ from kafkalog_spark import read_log, verify, write_log
 from kafkalog_spark.codec import checkpoints as C
 from kafkalog_spark.errors import LogDirLockedError
 from kafkalog_spark.log import naming as N
-from kafkalog_spark.log.atomic import read_checkpoint_file, write_checkpoint_file
+from kafkalog_spark.storage.atomic import read_checkpoint_file, write_checkpoint_file
 from kafkalog_spark.retention.retain import plan_retention, retain
 
 T0 = 1_700_000_000_000

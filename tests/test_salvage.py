@@ -15,8 +15,8 @@ import pytest
 from kafka.record.memory_records import MemoryRecords
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec.resync import next_entry
-from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.codec.records.resync import next_entry
+from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.recovery.recover import recover
 from kafkalog_spark.report import render_recovery
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec.scan import scan_entries
+from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.log.discovery import discover
 
 REPO = Path(__file__).resolve().parents[1]

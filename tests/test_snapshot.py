@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog_spark.codec.snapshot import (
+from kafkalog_spark.codec.files.snapshot import (
     ProducerEntry, ProducerSnapshot, ProducerStateTracker, decrement_sequence, increment_sequence,
     java_hashmap_order, read_snapshot, rebuild_producer_snapshot,
 )

@@ -12,7 +12,7 @@ from kafkalog_spark import verify
 from kafkalog_spark.codec import checkpoints as C
 from kafkalog_spark.compaction.compact import compact
 from kafkalog_spark.log import naming as N
-from kafkalog_spark.log.atomic import write_checkpoint_file
+from kafkalog_spark.storage.atomic import write_checkpoint_file
 from kafkalog_spark.log.staging import STAGING_INFIX
 
 from test_compaction import (REAL, D, Crash, T, _find, batches, build_partition, crash_at,

@@ -11,8 +11,8 @@ from click.testing import CliRunner
 
 import kafkalog_spark as kl
 from kafkalog_spark.cli import cli
-from kafkalog_spark.codec.scan import scan_entries
-from kafkalog_spark.log.verify import verify
+from kafkalog_spark.codec.records.scan import scan_entries
+from kafkalog_spark.inspect.verify import verify
 from kafkalog_spark.recovery.verify_job import (balance, plan_bins, problems_dataframe,
                                                  verify_spark)
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec.schema import HEADERS_TYPE
-from kafkalog_spark.log.verify import verify
+from kafkalog_spark.codec.records.schema import HEADERS_TYPE
+from kafkalog_spark.inspect.verify import verify
 
 pytestmark = pytest.mark.spark
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]

@@ -12,7 +12,7 @@ from kafkalog_spark.errors import InvalidOptionError
 from kafkalog_spark.log import naming as N
 from kafkalog_spark.log.swap import (DISPOSE, RENAME, NewSegment, complete_interrupted_swaps,
                                      plan_swap_recovery, replace_segments, view_after)
-from kafkalog_spark.log.verify import verify
+from kafkalog_spark.inspect.verify import verify
 
 from test_read_write import records
 

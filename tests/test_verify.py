@@ -14,8 +14,8 @@ from click.testing import CliRunner
 import kafkalog_spark as kl
 from kafkalog_spark.cli import cli
 from kafkalog_spark.codec import layout as L
-from kafkalog_spark.codec.scan import scan_entries
-from kafkalog_spark.log.verify import verify
+from kafkalog_spark.codec.records.scan import scan_entries
+from kafkalog_spark.inspect.verify import verify
 
 from test_read_write import records
 
@@ -185,7 +185,7 @@ def _txn_partition(log_dir: Path) -> Path:
 
 
 def test_txn_index_against_markers(tmp_path: Path) -> None:
-    from kafkalog_spark.codec.index import TxnIndex
+    from kafkalog_spark.codec.files.index import TxnIndex
 
     pdir = _txn_partition(tmp_path / "logs")
     txn = pdir / "00000000000000000000.txnindex"
@@ -205,7 +205,7 @@ def test_txn_index_of_a_cleaned_segment(tmp_path: Path) -> None:
     that round, its .txnindex entry (a later round drops both): found by the oracle tests on a
     real 4.1 broker's compacted topic (tests/oracle). Either state verifies; an entry for no
     marker does not."""
-    from kafkalog_spark.codec.index import TxnIndex
+    from kafkalog_spark.codec.files.index import TxnIndex
     from test_index import marker, txn_batch
 
     pdir = tmp_path / "logs" / "txn-0"
@@ -221,7 +221,7 @@ def test_txn_index_of_a_cleaned_segment(tmp_path: Path) -> None:
 
 
 def test_producer_snapshot_crc_and_contents(tmp_path: Path) -> None:
-    from kafkalog_spark.codec.snapshot import ProducerEntry, ProducerSnapshot, rebuild_producer_snapshot
+    from kafkalog_spark.codec.files.snapshot import ProducerEntry, ProducerSnapshot, rebuild_producer_snapshot
 
     pdir = _txn_partition(tmp_path / "logs")
     log = (pdir / "00000000000000000000.log").read_bytes()
@@ -247,7 +247,7 @@ def test_producer_snapshot_crc_and_contents(tmp_path: Path) -> None:
 
 
 def test_checkpoint_sanity(log_dir: Path) -> None:
-    from kafkalog_spark.codec.checkpoints import format_offset_checkpoint
+    from kafkalog_spark.codec.files.checkpoints import format_offset_checkpoint
 
     def write(name: str, offset: int) -> Path:
         p = log_dir / name
@@ -285,8 +285,8 @@ def test_snapshot_timestamp_after_the_cleaner_rebuilt_the_batch():
     Kafka 4.1 broker). Only a snapshot timestamp below the log's is a problem."""
     from dataclasses import replace
 
-    from kafkalog_spark.codec.snapshot import ProducerEntry, ProducerSnapshot, ProducerStateTracker
-    from kafkalog_spark.log.verify_partitions import compare_snapshot
+    from kafkalog_spark.codec.files.snapshot import ProducerEntry, ProducerSnapshot, ProducerStateTracker
+    from kafkalog_spark.inspect.verify_partitions import compare_snapshot
 
     entry = ProducerEntry(16, 0, last_sequence=9, last_offset=277, offset_delta=0,
                           timestamp=1_795_704_235_440)

@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from ..errors import KafkaLogError
-from ..log.storage import LOCAL
+from ..storage import LOCAL
 
 # command name -> module under kafkalog_spark.cli that defines a click command named `command`
 # (a command whose module does not exist yet is simply not listed)

@@ -2,7 +2,7 @@
 
 Takes DumpLogSegments' options under their Kafka names, so existing command lines keep working
 (``kafkalog dump --files 00000000000000000000.log --deep-iteration``); the formatting lives in
-:mod:`kafkalog_spark.log.dump`. Read-only: exit code 0 when every file was dumped (mismatch
+:mod:`kafkalog_spark.inspect.dump`. Read-only: exit code 0 when every file was dumped (mismatch
 reports included, as Kafka), 2 when a file could not be dumped completely or the options are
 bad (an error, as for every command; the files that could be dumped are still printed).
 """
@@ -14,12 +14,12 @@ import sys
 import click
 
 from ..errors import InvalidOptionError
-from ..log.object_path import is_remote
-from ..log.storage import LOCAL, as_path
+from ..storage.paths import is_remote
+from ..storage import LOCAL, as_path
 from .options import refuse_symlinked_files, storage_option
 from .progress import Progress, plain_files, progress_option
-from ..log.dump import (DEFAULT_MAX_MESSAGE_SIZE, FORMATS, JAVA_INT_MAX, STRING_DECODER_CLASSES,
-                        DumpOptions, dump_files)
+from ..inspect.dump import STRING_DECODER_CLASSES, dump_files
+from ..inspect.dump_options import DEFAULT_MAX_MESSAGE_SIZE, FORMATS, JAVA_INT_MAX, DumpOptions
 
 
 def _decoder_class(option: str, value: str | None) -> None:

@@ -26,7 +26,7 @@ from ..log.model import LogDir, LogDirs, PartitionDir, Segment
 from ..log.selection import require_kafka_data
 from ..log.topic_config import SOURCE_DEFAULT, effective_config, metadata_topic_configs
 from ..report import parse_config_options
-from ..log.storage import user_paths
+from ..storage import user_paths
 from .options import PathOrURI, config_options, storage_option
 
 

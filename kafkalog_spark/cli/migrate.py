@@ -16,7 +16,7 @@ import sys
 import click
 
 from ..delta.migrate import migrate, pending
-from ..log.storage import user_paths
+from ..storage import user_paths
 from .options import PathOrURI, parse_storage_options, storage_option
 from .progress import Progress, progress_option, segment_files
 

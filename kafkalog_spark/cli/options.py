@@ -15,9 +15,9 @@ import click
 
 from ..log.partition_state import HIGH_WATERMARK_SOURCES
 from ..errors import InvalidOptionError
-from ..log.object_options import normalize_options
-from ..log.object_path import is_remote
-from ..log.storage import as_path, storage_for
+from ..storage.options import normalize_options
+from ..storage.paths import is_remote
+from ..storage import as_path, storage_for
 
 
 class PathOrURI(click.ParamType):

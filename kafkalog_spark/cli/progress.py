@@ -36,7 +36,7 @@ from typing import IO, Any
 import click
 
 from ..errors import KafkaLogError
-from ..log.storage import LOCAL, storage_for
+from ..storage import LOCAL, storage_for
 
 _PROC_FD = Path("/proc/self/fd")
 

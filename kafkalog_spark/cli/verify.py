@@ -20,9 +20,9 @@ import click
 
 from ..log.discovery import discover
 from ..log.selection import require_kafka_data
-from ..log.verify import verify
+from ..inspect.verify import verify
 from ..report import render_verify
-from ..log.storage import user_paths
+from ..storage import user_paths
 from .options import PathOrURI, refuse_symlinked_files, storage_option
 from .progress import Progress, progress_option, segment_files
 

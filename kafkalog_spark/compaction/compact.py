@@ -33,14 +33,14 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from ..codec import checkpoints as C
-from ..codec.index import TxnIndex
-from ..codec.snapshot import ProducerStateTracker
+from ..codec.files import checkpoints as C
+from ..codec.files.index import TxnIndex
+from ..codec.files.snapshot import ProducerStateTracker
 from ..errors import InvalidOptionError
-from ..log import naming as N
-from ..log.atomic import read_checkpoint_file, write_checkpoint_file
+from ..codec.files import naming as N
+from ..storage.atomic import read_checkpoint_file, write_checkpoint_file
 from ..log.discovery import discover
-from ..log.lock import ensure_not_locked, hold_lock
+from ..storage.lock import ensure_not_locked, hold_lock
 from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
 from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
@@ -256,7 +256,7 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         (:func:`kafkalog_spark.log.partition_state.partition_state`).
     exact_keys : bool
         Identify keys by their full bytes. Default: by a 128-bit MurmurHash3 digest of the key
-        (:mod:`kafkalog_spark.codec.digest`), as Kafka's cleaner identifies them by a 16-byte
+        (:mod:`kafkalog_spark.codec.records.digest`), as Kafka's cleaner identifies them by a 16-byte
         MD5: fixed-width keys group much faster (Spark shuffles two longs, not variable-length
         bytes), and two distinct keys of a partition collide with a chance of about
         ``n**2 / 2**129``. Use exact keys when producers may choose keys adversarially.

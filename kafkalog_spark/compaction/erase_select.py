@@ -24,11 +24,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.decode import DecodeOptions
-from ..codec.digest import key_digests
-from ..codec.schema import ALL_COLUMNS, record_schema
+from ..codec.records.decode import DecodeOptions
+from ..codec.records.digest import key_digests
+from ..codec.records.schema import ALL_COLUMNS, record_schema
 from ..errors import InvalidOptionError, KafkaLogError, Location
-from ..log.storage import storage_for
+from ..storage import storage_for
 
 DEFAULT_MAX_KEYS = 1 << 20
 TABLE = "records"  # the name a predicate's rows go by in its SQL

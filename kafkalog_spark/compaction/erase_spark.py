@@ -3,7 +3,7 @@ holds matches, rewritten — by its own Spark task; the driver swaps the results
 
 Each pass of the selection (one per key chunk, one for a predicate) is one Spark job over the
 topic's segments, largest first. A task maps its segment, finds the matching records
-(:func:`.erase.erase_segment`, the same code as the local engine) and, when executing, writes
+(:func:`.erase_segment.erase_segment`, the same code as the local engine) and, when executing, writes
 the rewritten segment to a file of its own attempt in a staging folder next to its log dir
 (one per log dir). The driver — which holds every log dir's ``.lock`` for the run — renames
 each file to ``<base>.log.cleaned`` and swaps it in with the crash-safe protocol, then removes
@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 
 from ..datasource.executors import planned_files, require_visible, task_errors
-from ..log.atomic import disk_errors
+from ..storage.atomic import disk_errors
 from ..log.model import PartitionDir, Segment
 from ..log.staging import create_staging_dir, remove_staging_dir
-from ..log.storage import storage_for
-from .erase import PartitionErase, Step, erase_segment, rescan, swap_in
+from ..storage import storage_for
+from .erase_segment import PartitionErase, Step, erase_segment, rescan, swap_in
 from .erase_select import Matcher, Selection
 from .rewrite import cleaned_path
 from .spark_job import task_attempt

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.digest import key_digests
+from ..codec.records.digest import key_digests
 from ..datasource.executors import planned_files
 from .key_map import combine_keys
 from .plan import GroupTask

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..codec.decode import DecodeOptions, decode_to_table
-from ..codec.scan import scan_entries, scan_segment
-from ..codec.snapshot import ProducerStateTracker
-from ..log.storage import mapped_file
+from ..codec.records.decode import DecodeOptions, decode_to_table
+from ..codec.records.scan import scan_entries, scan_segment
+from ..codec.files.snapshot import ProducerStateTracker
+from ..storage import mapped_file
 from ..log.topic_config import TopicConfig
 from ..log.partition_state import PartitionState, SegmentState
 

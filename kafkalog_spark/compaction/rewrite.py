@@ -41,13 +41,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..codec import layout as L
-from ..codec.decode import DecodeOptions, decode_to_table
-from ..codec.digest import key_digests
-from ..codec.encode import BatchSpec
-from ..codec.scan import scan_entries, scan_segment
-from ..log import naming as N
-from ..log.atomic import disk_errors
-from ..log.storage import mapped_file, storage_for
+from ..codec.records.decode import DecodeOptions, decode_to_table
+from ..codec.records.digest import key_digests
+from ..codec.records.encode import BatchSpec
+from ..codec.records.scan import scan_entries, scan_segment
+from ..codec.files import naming as N
+from ..storage.atomic import disk_errors
+from ..storage import mapped_file, storage_for
 from .key_map import KeyMap
 from .plan import GroupTask, SourceSegment
 from .window_output import WindowOutput
@@ -155,7 +155,7 @@ def key_columns(exact_keys: bool = False) -> list[str]:
 def keyed_rows(rows: pa.Table, exact_keys: bool = False) -> pa.Table:
     """``rows`` (with a ``key`` column, as :func:`key_rows` gives them) with the key as
     :func:`key_columns` names it: unchanged for exact keys, else ``key`` replaced by its
-    MurmurHash3 x64_128 digest ``(k1, k2)`` (:func:`kafkalog_spark.codec.digest.key_digests`)."""
+    MurmurHash3 x64_128 digest ``(k1, k2)`` (:func:`kafkalog_spark.codec.records.digest.key_digests`)."""
     if exact_keys or "key" not in rows.column_names:
         return rows
     k1, k2 = key_digests(rows.column("key"))
@@ -169,7 +169,7 @@ def retained_offsets_local(rows: pa.Table, first_dirty: int, exact_keys: bool = 
     """Offsets of keyed records that are the latest for their key among the dirty range (or whose
     key is absent from it): the Spark-free equivalent of the shuffle. ``rows`` holds ``offset``
     and either ``key`` or the digest columns (:func:`keyed_rows`); a key is its 128-bit digest,
-    or with ``exact_keys`` its full bytes (:mod:`kafkalog_spark.codec.digest` on collisions).
+    or with ``exact_keys`` its full bytes (:mod:`kafkalog_spark.codec.records.digest` on collisions).
 
     One aggregation per key, no join: a key seen in the dirty range, or seen once, keeps its
     largest offset (clean offsets precede dirty ones); a key with several clean records and no

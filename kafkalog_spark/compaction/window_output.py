@@ -3,7 +3,7 @@ copied as they are, batches rebuilt from some of the window's decoded rows, and 
 in segment order, the rebuilt ones encoded together in one call when the window is written.
 
 Compaction and erase rebuild thousands of batches per segment; encoding each with its own
-:func:`~kafkalog_spark.codec.encode.encode_batch` call cost ~0.3 ms of Python and Arrow per
+:func:`~kafkalog_spark.codec.records.encode.encode_batch` call cost ~0.3 ms of Python and Arrow per
 batch whatever its size, most of a compaction's time.
 """
 
@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.encode import BatchSpec, encode_batch, encode_batches
+from ..codec.records.encode import BatchSpec, encode_batch, encode_batches
 
 
 def timestamps_ms(ts: pa.ChunkedArray | pa.Array) -> np.ndarray:

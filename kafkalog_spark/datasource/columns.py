@@ -26,7 +26,7 @@ from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructT
 
 import pyarrow as pa
 
-from ..codec.schema import (ALL_COLUMNS, BASE_COLUMNS, HEADERS_COLUMN, check_columns,
+from ..codec.records.schema import (ALL_COLUMNS, BASE_COLUMNS, HEADERS_COLUMN, check_columns,
                              default_columns, record_schema)
 from .options import ReadOptions
 from .splits import KafkaLogSplit

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 from .. import errors as E
 from ..errors import KafkaLogError, Location, PathNotSharedError
-from ..log.storage import as_path, storage_for
+from ..storage import as_path, storage_for
 
 _SHARED = ("it must be on storage every executor reaches under the same path: a shared file "
            "system mounted alike on every host, or object storage")

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidOptionError
-from ..log.object_options import normalize_options
-from ..log.object_path import ObjectPath, is_remote
-from ..log.storage import as_path, storage_for
+from ..storage.options import normalize_options
+from ..storage.paths import ObjectPath, is_remote
+from ..storage import as_path, storage_for
 
 EARLIEST, LATEST = -2, -1  # Spark's JSON sentinels in startingOffsets / endingOffsets
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -141,7 +141,7 @@ def is_storage_option(key: str) -> bool:
 def storage_options(options: Mapping[str, Any],
                     session: Mapping[str, str] | None = None) -> dict[str, str]:
     """The store options among a data source's options, over ``session``'s (the session's
-    ``spark.hadoop.fs.s3a.*`` settings, :func:`~kafkalog_spark.log.object_options.from_hadoop`):
+    ``spark.hadoop.fs.s3a.*`` settings, :func:`~kafkalog_spark.storage.options.from_hadoop`):
     an option given on the read or write wins."""
     given = {(k[len(STORAGE_PREFIX):] if k.lower().startswith(STORAGE_PREFIX) else k): v
              for k, v in options.items() if is_storage_option(str(k))}

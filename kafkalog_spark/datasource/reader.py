@@ -3,7 +3,7 @@
 
 Each split (:func:`read_split`) maps one segment read-only, finds where to start and stop through
 the (validated) offset index, and decodes ``[start, end)`` with
-:func:`~kafkalog_spark.codec.decode.decode_entries`, yielding Arrow batches of at most
+:func:`~kafkalog_spark.codec.records.decode.decode_entries`, yielding Arrow batches of at most
 ``maxRowsPerBatch`` rows in offset order. Aborted transactions are hidden from those batches
 (``read_committed``). Only the columns asked for (a user schema: :mod:`.columns`) are decoded,
 plus those that filter reads, dropped after filtering.
@@ -26,9 +26,9 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
-from ..codec.decode import BadRange, DecodeOptions, DecodeResult, decode_entries
-from ..codec.scan import scan_entries
-from ..codec.schema import default_columns
+from ..codec.records.decode import BadRange, DecodeOptions, DecodeResult, decode_entries
+from ..codec.records.scan import scan_entries
+from ..codec.records.schema import default_columns
 from ..log.lookup import position_for_offset
 from ..log.window import decode_window, read_window
 from ..log.transactions import aborted_mask

@@ -3,7 +3,7 @@
 ``spark.read.format("kafkalog").load(path)`` reads Kafka log dirs as a DataFrame with the
 columns of Spark's own Kafka source (plus ``headers`` / the Kafka metadata columns on request);
 ``df.write.format("kafkalog")`` writes them (:mod:`kafkalog_spark.datasource.writer`). The
-column table lives in :mod:`kafkalog_spark.codec.schema`; :func:`spark_schema`
+column table lives in :mod:`kafkalog_spark.codec.records.schema`; :func:`spark_schema`
 (:mod:`.columns`) is the one conversion of it to Spark types. A user schema
 (``.schema(...)``) selects columns: column pruning, see :mod:`.columns`.
 """

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..codec import checkpoints as C
+from ..codec.files import checkpoints as C
 from ..codec import layout as L
-from ..codec.encode import DEFAULT_MAX_BATCH_BYTES
+from ..codec.records.encode import DEFAULT_MAX_BATCH_BYTES
 from ..errors import InvalidOptionError
-from ..log.naming import check_topic
+from ..codec.files.naming import check_topic
 from ..log.staging import WriteSettings
 from .options import OptionSpec, match_options, with_defaults
 

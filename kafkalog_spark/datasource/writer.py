@@ -4,7 +4,7 @@ Tasks stage, the driver publishes — both through :mod:`kafkalog_spark.log.writ
 code ``write_log`` runs:
 
 * ``write()`` (in each task) routes every row to its (topic, partition) — the ``partition``
-  column, else Kafka's default partitioner (:mod:`kafkalog_spark.codec.partitioner`) over
+  column, else Kafka's default partitioner (:mod:`kafkalog_spark.codec.records.partitioner`) over
   ``numPartitions`` or the topic's existing partition count — and stages complete segments with
   provisional offsets (or the ``offset`` column's) in
   ``<parent>/.<log dir name>.kafkalog-staging-<job id>/task-<spark partition>-<attempt id>/``,
@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +41,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from ..codec.partitioner import default_partitions
-from ..codec.schema import METADATA_COLUMNS
+from ..codec.records.partitioner import default_partitions
+from ..codec.records.schema import METADATA_COLUMNS
 from ..errors import InvalidOptionError, Location, LogDirError
-from ..log import naming as N
-from ..log.lock import ensure_not_locked, hold_lock
-from ..log.object_path import ObjectPath
-from ..log.storage import as_path, storage_for
-from ..log.upload import require_new_prefix
+from ..codec.files import naming as N
+from ..storage.lock import ensure_not_locked, hold_lock
+from ..storage.paths import ObjectPath
+from ..storage import LOCAL, as_path, storage_for
+from ..storage.upload import download_tree, require_new_prefix, upload_log_dir, upload_tree
 from ..log.publish import publish
 from ..log.staging import (STAGING_INFIX, PartitionStager, StagedPartition,
                            create_staging_dir, remove_staging_dir)
 from ..log.writer import metrics
 from .executors import require_visible
 from .options import storage_options
-from .remote_write import publish_and_upload, stage_and_upload
 from .write_options import WriteOptions, parse_write_options
 
 WRITTEN_COLUMNS = ("key", "value", "topic", "partition", "offset", "timestamp", "headers")
@@ -126,7 +125,7 @@ class KafkaLogWriter(DataSourceArrowWriter):
         self.staging = str(create_staging_dir(log_dir, self.job_id))
 
     def _init_remote(self, dest: ObjectPath) -> None:
-        """A new log dir on an object store (see :mod:`.remote_write`): tasks stage on their
+        """A new log dir on an object store (see the end of this module): tasks stage on their
         own disks and upload to a staging prefix next to ``dest``; the driver publishes on its
         disk and uploads the log dir under the writing markers."""
         require_new_prefix(dest)
@@ -320,3 +319,57 @@ def existing_partition_counts(log_dir: str | os.PathLike[str]) -> dict[str, int]
             if parsed.kind is None and parsed.topic is not None and parsed.partition is not None:
                 counts[parsed.topic] = max(counts.get(parsed.topic, 0), parsed.partition + 1)
     return counts
+
+
+# --- to an object store: a new log dir, uploaded ---------------------------------------------
+#
+# An object store has no rename, so tasks cannot stage next to the log dir and the driver cannot
+# publish by renames. Instead each task stages its rows on its own disk exactly as for a local
+# write (KafkaLogWriter.stage), uploads the staged folder to a staging prefix next to the
+# destination (.<name>.kafkalog-staging-<job id>/task-...) and sends the staged description
+# with those URIs. The driver's commit downloads the staged segments of the attempts Spark
+# kept, publishes them into a log dir on its own disk (the same log.publish.publish as every
+# write), and uploads it under the writing markers (storage.upload): readers see no partition
+# before all of its files are there. The staging prefix is deleted at the end (also on abort).
+# The output passes through the driver's disk once: for very large outputs write to a shared
+# disk and upload.
+
+
+def stage_and_upload(writer: KafkaLogWriter, iterator: Iterator[pa.RecordBatch], pid: int,
+                     attempt: int) -> KafkaLogCommitMessage:
+    """In a task: stage on this machine's disk, upload to the staging prefix, and describe the
+    staged partitions by their URIs."""
+    staging = as_path(writer.staging, writer.remote.options)
+    with LOCAL.temp_dir("kafkalog-task-") as tmp:
+        message = writer.stage(iterator, pid, attempt, Path(tmp))
+        upload_tree(Path(tmp), staging)
+        moved = tuple(replace(s, directory=str(staging / str(Path(s.directory).relative_to(tmp))))
+                      for s in message.staged)
+    return replace(message, staged=moved)
+
+
+def publish_and_upload(writer: KafkaLogWriter,
+                       messages: list[KafkaLogCommitMessage | None]) -> dict:
+    """On the driver: fetch the kept attempts' staged partitions, publish them into a log dir
+    on this disk, upload it to the destination; returns the write's metrics."""
+    dest, staging = writer.remote, as_path(writer.staging, writer.remote.options)
+    try:
+        with LOCAL.temp_dir("kafkalog-publish-") as tmp:
+            local_staging, log_dir = Path(tmp) / "staging", Path(tmp) / "log"
+            LOCAL.make_dirs(log_dir)
+            LOCAL.make_dirs(local_staging)
+            staged: list[StagedPartition] = []
+            for s in (s for m in messages if m is not None for s in m.staged):
+                src = as_path(s.directory, dest.options)
+                here = local_staging / str(src.relative_to(staging))
+                download_tree(src, here)
+                staged.append(replace(s, directory=str(here)))
+            topic_ids = ({writer.options.topic: writer.options.topic_id}
+                         if writer.options.topic_id is not None else None)
+            written = publish(log_dir, staged, mode="append",
+                              leader_epoch=writer.options.settings.leader_epoch,
+                              topic_ids=topic_ids, staging=local_staging)
+            upload_log_dir(log_dir, dest)
+        return metrics(written)
+    finally:
+        storage_for(dest).remove_tree(staging, ignore_errors=True)

@@ -1,8 +1,8 @@
 """Table columns of a migration (Delta layer): the target schema and the Arrow transform.
 
-A migrated row is a decoded record (:mod:`kafkalog_spark.codec.schema`) plus, on request, a
+A migrated row is a decoded record (:mod:`kafkalog_spark.codec.records.schema`) plus, on request, a
 ``date`` column (the UTC day of ``timestamp``, for partitioning) and two struct columns with the
-typed decoding of Kafka's own topics (:mod:`kafkalog_spark.codec.internal_topics`)::
+typed decoding of Kafka's own topics (:mod:`kafkalog_spark.codec.internal.internal_topics`)::
 
     consumerOffsets   __consumer_offsets records: key type/name, group, member, committed
                       topic/partition/offset/leader epoch/metadata/timestamps, group metadata
@@ -28,9 +28,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.internal_topics import (decode_consumer_offsets_key, decode_consumer_offsets_value,
+from ..codec.internal.internal_topics import (decode_consumer_offsets_key, decode_consumer_offsets_value,
                                      decode_transaction_log_key, decode_transaction_log_value)
-from ..codec.schema import record_schema
+from ..codec.records.schema import record_schema
 from ..errors import KafkaLogError
 from .options import MigrateOptions
 

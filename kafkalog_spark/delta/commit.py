@@ -30,10 +30,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import KafkaLogError, Location
-from ..log.atomic import atomic_write_text
-from ..log.object_options import for_delta_rs
-from ..log.object_path import ObjectPath
-from ..log.storage import is_local, storage_for
+from ..storage.atomic import atomic_write_text
+from ..storage.options import for_delta_rs
+from ..storage.paths import ObjectPath
+from ..storage import is_local, storage_for
 
 STATE_DIR = "_kafkalog"  # leading underscore: Delta readers and VACUUM leave it alone
 FILE_PREFIX = "part-kafkalog-"
@@ -58,7 +58,7 @@ class DataFile:
 
 def delta_options(path: Path | ObjectPath) -> dict[str, str] | None:
     """delta-rs ``storage_options`` for a table at ``path``: an object-store path's own options
-    in delta-rs's names (:func:`~kafkalog_spark.log.object_options.for_delta_rs`), else none."""
+    in delta-rs's names (:func:`~kafkalog_spark.storage.options.for_delta_rs`), else none."""
     if isinstance(path, ObjectPath):
         return for_delta_rs(path.store, path.options, path.account)
     return None

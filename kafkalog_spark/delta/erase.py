@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from ..compaction.erase import erase_selected
 from ..compaction.erase_select import Selection
-from ..log.atomic import atomic_write_text
+from ..storage.atomic import atomic_write_text
 from .commit import delta_table
 from .restore import migrate_tables
 

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import KafkaLogError, Location
-from ..log.storage import storage_for
+from ..storage import storage_for
 from .columns import partition_values, transform
 from .commit import FILE_PREFIX, DataFile, data_file
 from .plan import TablePlan

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidOptionError, Location, LogDirError
-from ..log.object_path import ObjectPath
-from ..log.storage import as_path, storage_for, user_paths
+from ..storage.paths import ObjectPath
+from ..storage import as_path, storage_for, user_paths
 from .commit import (begin_run, clean_killed_runs, commit, delta_table, end_run,
                      migrated_offsets, table_lock)
 from .options import MigrateOptions, parse_migrate_options
@@ -58,7 +58,7 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
         ``step(name, table_path)`` at each point a run can be killed (see the module doc).
     storage_options : mapping, optional
         For ``s3://``, ``gs://``, ``abfss://`` paths: endpoint, region, credentials (the names
-        delta-rs takes, :mod:`kafkalog_spark.log.object_options`), for the destination and,
+        delta-rs takes, :mod:`kafkalog_spark.storage.options`), for the destination and,
         unless ``source_storage_options`` are given, for the sources.
     source_storage_options : mapping, optional
         The sources' store options when they differ from the destination's.

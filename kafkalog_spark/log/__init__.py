@@ -1,1 +1,9 @@
-"""On-disk model (log layer): log dirs, partitions, segments, crash-safe file operations."""
+"""The on-disk model of a Kafka log dir (log layer): discovery of log dirs, partitions and
+segments, selection by topic, partition state (log start, log end, high watermark), lookups
+through the indexes, transactions, reading to Arrow (``read_log``), writing partition dirs
+(``write_log``), and Kafka's own crash-safe protocols over segments (``.cleaned``/``.swap``
+/``.deleted`` swaps, staged and published partition dirs).
+
+May import: ``errors``, ``codec`` and ``storage``. Imported by ``inspect``, the data source,
+the maintenance engines, ``report``, ``cli`` and ``jobs``.
+"""

@@ -29,13 +29,13 @@ from pathlib import Path
 import numpy as np
 
 from ..codec import layout as L
-from ..codec.checkpoints import parse_java_properties
-from ..codec.scan import STOP_END, STOP_SIZE_TOO_SMALL, scan_entries, stop_error
+from ..codec.files.checkpoints import parse_java_properties
+from ..codec.records.scan import STOP_END, STOP_SIZE_TOO_SMALL, scan_entries, stop_error
 from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirError
-from . import naming as N
-from .lock import lock_holder
+from ..codec.files import naming as N
+from ..storage.lock import lock_holder
 from .model import DuplicateReplica, LogDir, LogDirs, PartitionDir, Segment, sibling_name
-from .storage import as_path, is_remote, mapped_file, storage_for, user_paths
+from ..storage import as_path, is_remote, mapped_file, storage_for, user_paths
 
 # bootstrap.checkpoint: KRaft's formatted bootstrap metadata (`kafka-storage format`)
 _LOG_DIR_MARKERS = (N.META_PROPERTIES, N.LOCK_FILE, N.CLEAN_SHUTDOWN_FILE, *N.CHECKPOINT_FILES,

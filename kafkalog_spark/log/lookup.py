@@ -36,10 +36,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..codec.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index
-from ..codec.scan import STOP_END, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, EntryTable, scan_entries
+from ..codec.files.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index
+from ..codec.records.scan import STOP_END, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, EntryTable, scan_entries
 from .model import PartitionDir, Segment
-from .storage import is_local, mapped_file, storage_for
+from ..storage import is_local, mapped_file, storage_for
 
 
 @dataclass(frozen=True)
@@ -263,7 +263,7 @@ class LogBytes:
 
     def walk(self, start: int, enough: Callable[[EntryTable], bool] | None = None
              ) -> EntryTable:
-        """:func:`~kafkalog_spark.codec.scan.scan_entries` from ``start``. On an object store
+        """:func:`~kafkalog_spark.codec.records.scan.scan_entries` from ``start``. On an object store
         the walk may end early, once ``enough(table)`` holds (``None``: walk to the end)."""
         if self.fetch is None:
             return scan_entries(self.buf, start=start)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import naming as N
+from ..codec.files import naming as N
 
 
 @dataclass(frozen=True, slots=True)

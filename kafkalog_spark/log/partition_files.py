@@ -6,21 +6,33 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from ..codec import checkpoints as C
-from ..codec.snapshot import ProducerStateTracker, read_snapshot
+from ..codec.files import checkpoints as C
+from ..codec.files.snapshot import ProducerStateTracker, read_snapshot
 from ..errors import LogDirError
-from . import naming as N
-from .atomic import atomic_write_bytes, read_checkpoint_file, write_checkpoint_file
+from ..codec.files import naming as N
+from ..storage.atomic import atomic_write_bytes, read_checkpoint_file, write_checkpoint_file
 from .model import PartitionDir
-from .storage import mapped_file, storage_for
-
-if TYPE_CHECKING:
-    from .publish import PartitionWrite
+from ..storage import mapped_file, storage_for
 
 Step = Callable[[str], None]
+
+
+@dataclass
+class PartitionWrite:
+    """What one partition received."""
+
+    topic: str
+    partition: int
+    first_offset: int
+    next_offset: int
+    records: int
+    batches: int
+    segments: list[int] = field(default_factory=list)  # base offsets of the new segments
+    bytes: int = 0
+    replaced: bool = False
 
 
 def say(step: Step | None, label: str) -> None:

@@ -22,14 +22,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..codec import checkpoints as C
-from ..codec.index import read_time_index
-from ..codec.scan import scan_entries
+from ..codec.files import checkpoints as C
+from ..codec.files.index import read_time_index
+from ..codec.records.scan import scan_entries
 from ..errors import InvalidOptionError
-from . import naming as N
-from .atomic import read_checkpoint_file
+from ..codec.files import naming as N
+from ..storage.atomic import read_checkpoint_file
 from .model import PartitionDir, Segment
-from .storage import as_path, mapped_file
+from ..storage import as_path, mapped_file
 
 
 @dataclass(frozen=True)

@@ -6,37 +6,23 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..codec.scan import scan_entries
+from ..codec.records.scan import scan_entries
 from ..errors import CorruptRecordError, InvalidOptionError, Location, LogDirError
-from . import naming as N
-from .atomic import disk_errors
+from ..codec.files import naming as N
+from ..storage.atomic import disk_errors
 from .discovery import _scan_partition_dir, describe_segment
 from .model import PartitionDir
-from .partition_files import Step, update_log_dir_checkpoints, write_partition_files, say
+from .partition_files import (PartitionWrite, Step, say, update_log_dir_checkpoints,
+                              write_partition_files)
 from .staging import StagedPartition, StagedSegment
-from .storage import storage_for
+from ..storage import storage_for
 
 WRITE_MODES = ("append", "error", "overwrite")
-
-
-@dataclass
-class PartitionWrite:
-    """What one partition received."""
-
-    topic: str
-    partition: int
-    first_offset: int
-    next_offset: int
-    records: int
-    batches: int
-    segments: list[int] = field(default_factory=list)  # base offsets of the new segments
-    bytes: int = 0
-    replaced: bool = False
 
 
 @dataclass

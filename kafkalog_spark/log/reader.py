@@ -3,7 +3,7 @@
 Plans from the directory listing (:func:`~kafkalog_spark.log.discovery.discover`), prunes whole
 segments by base offset, starts inside the first segment through its offset index
 (:mod:`~kafkalog_spark.log.lookup`, validated against the log), and decodes with
-:func:`~kafkalog_spark.codec.decode.decode_entries`. Output memory per step is bounded by the
+:func:`~kafkalog_spark.codec.records.decode.decode_entries`. Output memory per step is bounded by the
 decoder's ``max_rows``; rows come partition by partition, in offset order. ``columns=`` reads
 any subset of the columns (the decoder then builds only those).
 """
@@ -18,15 +18,15 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from ..codec.decode import BadRange, DecodeOptions, DecodeResult, decode_entries
-from ..codec.schema import record_schema
+from ..codec.records.decode import BadRange, DecodeOptions, DecodeResult, decode_entries
+from ..codec.records.schema import record_schema
 from ..errors import InvalidOptionError
 from .discovery import discover
 from .partition_state import at_log_start, checkpointed_log_starts
 from .selection import check_selection, readable_partitions
 from .model import PartitionDir, Segment
 from .window import decode_window, read_window
-from .storage import user_paths
+from ..storage import user_paths
 
 PathLike = str | os.PathLike[str]
 OffsetBound = int | Mapping[tuple[str, int], int] | None

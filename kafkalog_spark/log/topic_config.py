@@ -22,10 +22,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..codec.checkpoints import parse_java_properties
+from ..codec.files.checkpoints import parse_java_properties
 from ..errors import InvalidOptionError, KafkaLogError, Location
-from . import naming as N
-from .storage import as_path, storage_for, user_paths
+from ..codec.files import naming as N
+from ..storage import as_path, storage_for, user_paths
 
 LONG_MAX = 2**63 - 1
 TOPIC_RESOURCE_TYPE = 2  # org.apache.kafka.common.config.ConfigResource.Type.TOPIC
@@ -148,7 +148,7 @@ def read_config_file(path: str | os.PathLike[str]) -> dict[str | None, dict[str,
 
 
 def _replay_config_records(values, offsets, where: str, out: dict[str, dict[str, str]]) -> None:
-    from ..codec.internal_topics import decode_metadata_record
+    from ..codec.internal.internal_topics import decode_metadata_record
 
     for value, offset in zip(values, offsets):
         if value is None:
@@ -171,8 +171,8 @@ def metadata_topic_configs(log_dirs: str | os.PathLike[str] | list) -> dict[str,
 
     Returns an empty dict when no log dir holds KRaft metadata.
     """
-    from ..codec.decode import decode_to_table
-    from .storage import mapped_file
+    from ..codec.records.decode import decode_to_table
+    from ..storage import mapped_file
     from .reader import iter_log
 
     out: dict[str, dict[str, str]] = {}

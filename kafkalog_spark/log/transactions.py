@@ -15,7 +15,7 @@ Where the facts come from, cheapest first, as a broker does when it loads a log:
 * segments before ``X`` contribute their ``.txnindex`` entries (a broker writes one for every
   segment holding an ABORT marker, so a segment without one has no aborts);
 * from ``X`` to the end (usually only the active segment) the batch headers are replayed with
-  :class:`~kafkalog_spark.codec.snapshot.ProducerStateTracker`, which derives the aborted
+  :class:`~kafkalog_spark.codec.files.snapshot.ProducerStateTracker`, which derives the aborted
   transactions from the ABORT/COMMIT markers themselves and leaves the transactions still open.
 
 Without a usable snapshot the whole partition is replayed from its first batch, so a log written
@@ -30,12 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..codec.index import read_txn_index
-from ..codec.snapshot import ProducerStateTracker, read_snapshot
+from ..codec.files.index import read_txn_index
+from ..codec.files.snapshot import ProducerStateTracker, read_snapshot
 from ..errors import CorruptIndexError, KafkaLogError
-from . import naming as N
+from ..codec.files import naming as N
 from .model import PartitionDir, Segment
-from .storage import mapped_file
+from ..storage import mapped_file
 
 
 @dataclass(frozen=True)

@@ -51,17 +51,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.encode import DEFAULT_MAX_BATCH_BYTES
-from ..codec.index import DEFAULT_INDEX_INTERVAL_BYTES
+from ..codec.records.encode import DEFAULT_MAX_BATCH_BYTES
+from ..codec.files.index import DEFAULT_INDEX_INTERVAL_BYTES
 from ..errors import InvalidOptionError
-from .lock import hold_lock
-from .naming import check_topic
+from ..storage.lock import hold_lock
+from ..codec.files.naming import check_topic
 from .partition_files import Step
-from .publish import WRITE_MODES, PartitionWrite, publish
+from .partition_files import PartitionWrite
+from .publish import WRITE_MODES, publish
 from .staging import (DEFAULT_SEGMENT_BYTES, PartitionStager, WriteSettings, create_staging_dir,
                       remove_staging_dir)
-from .object_path import is_remote
-from .storage import as_path, storage_for
+from ..storage.paths import is_remote
+from ..storage import as_path, storage_for
 
 
 def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str], *,
@@ -79,7 +80,7 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
     ----------
     table : pyarrow.Table or RecordBatch
         ``value`` (and optionally ``key``, ``timestamp``, ``headers``) as in
-        :mod:`kafkalog_spark.codec.schema`; ``topic`` / ``partition`` columns unless given as
+        :mod:`kafkalog_spark.codec.records.schema`; ``topic`` / ``partition`` columns unless given as
         arguments; an optional ``offset`` column keeps the records' offsets (they must increase
         within a partition and start at or after its current end).
     log_dir : path
@@ -108,7 +109,7 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
         tests kill the process there).
     storage_options : mapping, optional
         Endpoint, region, credentials for an object-store ``log_dir``
-        (:mod:`kafkalog_spark.log.object_options`).
+        (:mod:`kafkalog_spark.storage.options`).
 
     Returns
     -------
@@ -135,7 +136,7 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
     if isinstance(table, pa.RecordBatch):
         table = pa.Table.from_batches([table])
     if is_remote(log_dir):
-        from .upload import write_remote
+        from ..storage.upload import write_remote
 
         return write_remote(as_path(log_dir, storage_options), lambda local: write_log(
             table, local, topic=topic, partition=partition, codec=codec, mode=mode,

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import InvalidOptionError, LogDirError, Location
-from ..log.atomic import atomic_write_bytes
-from ..log.storage import storage_for
+from ..storage.atomic import atomic_write_bytes
+from ..storage import storage_for
 from .quarantine import Quarantine
 
 QUARANTINE_FILE = "quarantine-file"  # move a whole file into the quarantine

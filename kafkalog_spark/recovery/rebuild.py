@@ -2,10 +2,10 @@
 producer snapshots as Kafka's segment recovery builds them (KAFKA_FORMATS §9.5, §12.5, §12.7),
 planned as :class:`~kafkalog_spark.recovery.actions.Action` s.
 
-The byte work is :func:`~kafkalog_spark.codec.index.build_indexes` and
-:class:`~kafkalog_spark.codec.snapshot.ProducerStateTracker`; this module decides which files need
+The byte work is :func:`~kafkalog_spark.codec.files.index.build_indexes` and
+:class:`~kafkalog_spark.codec.files.snapshot.ProducerStateTracker`; this module decides which files need
 rewriting. A file is rewritten only when it is missing (with content to hold), its segment was
-truncated, or :mod:`~kafkalog_spark.log.verify` finds it inconsistent with the log — or always
+truncated, or :mod:`~kafkalog_spark.inspect.verify` finds it inconsistent with the log — or always
 with ``force``. A valid index a broker wrote is therefore kept even where its entries differ
 from recovery's (a broker restarted mid-segment, §9.5), which keeps repairs minimal and a second
 run a no-op.
@@ -22,18 +22,18 @@ from pathlib import Path
 
 import numpy as np
 
-from ..codec.index import TxnIndex, read_offset_index, read_time_index
-from ..codec.index_rebuild import build_indexes
-from ..codec.scan import scan_entries
-from ..codec.snapshot import CompletedTxn, ProducerSnapshot, ProducerStateTracker, read_snapshot
+from ..codec.files.index import TxnIndex, read_offset_index, read_time_index
+from ..codec.files.index_rebuild import build_indexes
+from ..codec.records.scan import scan_entries
+from ..codec.files.snapshot import CompletedTxn, ProducerSnapshot, ProducerStateTracker, read_snapshot
 from ..errors import KafkaLogError
-from ..log import naming as N
+from ..codec.files import naming as N
 from ..log.discovery import discover
 from ..log.model import PartitionDir, Segment
-from ..log.lock import ensure_local, ensure_not_locked, hold_lock
-from ..log.storage import mapped_file, storage_for
-from ..log.verify_partitions import compare_snapshot
-from ..log.verify_segments import ERROR, Problem, check_offset_index, check_time_index
+from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
+from ..storage import mapped_file, storage_for
+from ..inspect.verify_partitions import compare_snapshot
+from ..inspect.verify_segments import ERROR, Problem, check_offset_index, check_time_index
 from ..log.selection import require_kafka_data
 from .actions import WRITE_FILE, Action, execute
 from .quarantine import Quarantine

@@ -26,15 +26,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..codec import checkpoints as C
+from ..codec.files import checkpoints as C
 from ..codec import layout as L
 from ..errors import InvalidOptionError
-from ..log import naming as N
-from ..log.atomic import atomic_write_bytes
+from ..codec.files import naming as N
+from ..storage.atomic import atomic_write_bytes
 from ..log.discovery import discover
-from ..log.lock import ensure_local, ensure_not_locked, hold_lock
+from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.selection import command_partitions
-from ..log.storage import storage_for
+from ..storage import storage_for
 from .quarantine import Quarantine, copy_ranges
 from .reconcile_plan import PartitionPlan, load_replica, plan_partition, _runs
 from .recover import recover

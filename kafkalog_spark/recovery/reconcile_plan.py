@@ -32,13 +32,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..codec import checkpoints as C
-from ..codec.scan import scan_entries
+from ..codec.files import checkpoints as C
+from ..codec.records.scan import scan_entries
 from ..errors import KafkaLogError
-from ..log import naming as N
-from ..log.atomic import read_checkpoint_file
+from ..codec.files import naming as N
+from ..storage.atomic import read_checkpoint_file
 from ..log.model import PartitionDir
-from ..log.storage import mapped_file
+from ..storage import mapped_file
 from .salvage import plan_partition_salvage
 
 

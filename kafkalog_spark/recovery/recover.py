@@ -43,24 +43,25 @@ from pathlib import Path
 
 import numpy as np
 
-from ..codec import checkpoints as C
-from ..codec import layout as L
-from ..codec.crc import verify_crcs
-from ..codec.scan import STOP_END, scan_entries
-from ..errors import InvalidOptionError, KafkaLogError
-from ..log import naming as N
+from ..codec.files import checkpoints as C
+from ..codec.records.scan import scan_entries
+from ..errors import KafkaLogError
+from ..codec.files import naming as N
 from ..log import swap
-from ..log.atomic import read_checkpoint_file
+from ..storage.atomic import read_checkpoint_file
 from ..log.discovery import _classify, _scan_partition_dir, discover
 from ..log.model import LogDir, PartitionDir
-from ..log.lock import ensure_local, ensure_not_locked, hold_lock
-from ..log.storage import LOCAL, mapped_file, storage_for
+from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
+from ..storage import LOCAL, mapped_file, storage_for
 from ..log.staging import STAGING_INFIX
 from ..log.selection import command_partitions
 from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
 from .rehearse import real_paths, rehearse
+from .salvage import execute_salvage, plan_partition_salvage
+from .split import execute_split, plan_partition_splits
+from .validity import first_invalid_entry
 
 Step = Callable[[str], None]
 
@@ -230,8 +231,6 @@ def _rewrite_segments(view: PartitionDir, log_dir: LogDir, q: Quarantine, step: 
     rewrites as actions, and every damaged range with the offsets around it. A dry run
     (``scratch``: its private folder) rehearses the rewrites there
     (:mod:`~kafkalog_spark.recovery.rehearse`), so the rest of its plan is the execute run's."""
-    from .salvage import execute_salvage, plan_partition_salvage
-    from .split import execute_split, plan_partition_splits
 
     splits, _ = plan_partition_splits(view)
     actions = [Action(SPLIT, str(p.segment.log), p.describe()) for p in splits]
@@ -278,45 +277,6 @@ def _read_offsets(path: Path) -> dict[tuple[str, int], int]:
 
 
 # --- one partition -------------------------------------------------------------------------------
-
-
-def first_invalid_entry(buf: np.ndarray, base_offset: int, prev_last: int | None, *,
-                        overflow_ok: bool = False):
-    """Where recovery must cut one segment (``overflow_ok``: offsets beyond the segment's int32
-    range are not invalid — :mod:`~kafkalog_spark.recovery.split` splits such segments).
-
-    Returns ``(found, table, k)``: ``found`` is ``(position, reason, base offset of the entry)``
-    of the first entry failing ``ensureValid`` (structure, CRC), offset order (against
-    ``prev_last``, the previous segment's last offset) or the segment's offset range, ``None``
-    when all of it is valid; ``table`` the scan of ``buf``; ``k`` the number of valid entries.
-    """
-    table = scan_entries(buf)
-    n = len(table)
-    bad = ~verify_crcs(buf, table) if n else np.zeros(0, bool)
-    first = np.where(table.magic == 2, table.offset, table.last_offset)
-    last = table.last_offset
-    previous = np.empty(n, np.int64)
-    if n:
-        previous[0] = np.iinfo(np.int64).min if prev_last is None else prev_last
-        previous[1:] = last[:-1]
-    order = (first <= previous) | (last < first)  # last < first: a negative lastOffsetDelta
-    outside = (first < base_offset) | (last < 0)
-    if not overflow_ok:
-        outside |= last - base_offset > L.INT32_MAX
-    hits = np.flatnonzero(bad | order | outside)
-    if len(hits):
-        k = int(hits[0])
-        reason = ("checksum mismatch" if bad[k] else
-                  f"last offset {int(last[k])} is before the base offset {int(first[k])}"
-                  if last[k] < first[k] else
-                  f"offset {int(first[k])} does not follow {int(previous[k])}" if order[k] else
-                  f"offsets {int(first[k])}..{int(last[k])} outside the segment's range")
-        return (int(table.position[k]), reason, int(table.offset[k])), table, k
-    if table.stop_code != STOP_END:
-        zero = not buf[table.stop_position:].any()
-        reason = "zero-filled preallocated tail" if zero else table.stop_reason
-        return (table.stop_position, reason, None), table, n
-    return None, table, n
 
 
 def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0) -> PartitionOutcome:

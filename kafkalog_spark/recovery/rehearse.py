@@ -17,10 +17,10 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..codec.index_rebuild import build_indexes
-from ..log import naming as N
+from ..codec.files.index_rebuild import build_indexes
+from ..codec.files import naming as N
 from ..log.model import PartitionDir, Segment
-from ..log.storage import LOCAL, mapped_file
+from ..storage import LOCAL, mapped_file
 from .actions import Action
 from .quarantine import write_ranges
 

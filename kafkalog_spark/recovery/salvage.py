@@ -2,12 +2,12 @@
 
 Kafka's recovery cuts a partition at its first invalid entry and deletes every later segment:
 right for a broker that re-fetches from a replica, fatal offline when these bytes are the only
-copy. Salvage walks each segment as recovery does (:func:`~.recover.first_invalid_entry`:
+copy. Salvage walks each segment as recovery does (:func:`~.validity.first_invalid_entry`:
 structure, CRC, offsets increasing and inside the segment's int32 range — offsets are not
 checksummed, so an entry outside it is damage; a segment that overflows before any damage is
 split first, :mod:`~kafkalog_spark.recovery.split`); at an invalid entry it
 searches forward for the next position where a whole, checksum-valid entry starts
-(:func:`~kafkalog_spark.codec.resync.next_entry`) whose offsets follow the last kept one, and
+(:func:`~kafkalog_spark.codec.records.resync.next_entry`) whose offsets follow the last kept one, and
 goes on from there. Only the damaged byte ranges are dropped: an entry whose checksum is valid
 but whose offsets go backwards or overlap is dropped with them. The result is the original log
 minus exactly the damaged entries, with an offset gap where each was — brokers load logs with
@@ -29,13 +29,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..codec.resync import DEFAULT_MAX_ENTRY_BYTES, next_entry
-from ..codec.scan import STOP_PARTIAL_ENTRY, scan_entries
+from ..codec.records.resync import DEFAULT_MAX_ENTRY_BYTES, next_entry
+from ..codec.records.scan import STOP_PARTIAL_ENTRY, scan_entries
 from ..log.model import PartitionDir, Segment
-from ..log.storage import mapped_file
+from ..storage import mapped_file
 from ..log.swap import NewSegment, replace_segments
 from .quarantine import Quarantine, write_ranges
-from .recover import first_invalid_entry
+from .validity import first_invalid_entry
 
 
 @dataclass(frozen=True)

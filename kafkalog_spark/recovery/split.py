@@ -27,14 +27,15 @@ from pathlib import Path
 import numpy as np
 
 from ..codec import layout as L
-from ..codec.decode import DecodeOptions, decode_to_table
-from ..codec.scan import STOP_END, scan_entries
+from ..codec.records.decode import DecodeOptions, decode_to_table
+from ..codec.records.scan import STOP_END, scan_entries
 from ..errors import Location, LogDirError
-from ..log import naming as N
+from ..codec.files import naming as N
 from ..log.model import PartitionDir, Segment
-from ..log.storage import mapped_file
+from ..storage import mapped_file
 from ..log.swap import NewSegment, replace_segments
 from .quarantine import Quarantine, write_ranges
+from .validity import first_invalid_entry
 
 
 @dataclass(frozen=True)
@@ -105,8 +106,6 @@ def plan_partition_splits(part: PartitionDir) -> tuple[list[SegmentSplit], int]:
     """Every segment of ``part`` that needs splitting, in offset order, and the log end offset
     once split (the first invalid entry ends the walk: what follows it is recovery's, or
     salvage's, business)."""
-    from .recover import first_invalid_entry
-
     out: list[SegmentSplit] = []
     if not any(_overflows(seg) for seg in part.segments):
         return out, 0  # every recover asks: a header scan, no checksums, in the common case

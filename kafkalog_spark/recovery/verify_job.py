@@ -2,9 +2,9 @@
 parallel.
 
 The driver discovers the dirs (listings and ``stat`` only) and sends the work to
-:func:`~kafkalog_spark.log.verify_segments.verify_segment` and
-:func:`~kafkalog_spark.log.verify_partitions.verify_producer_state` — the same functions the local
-:func:`~kafkalog_spark.log.verify.verify` calls — in one task per core holding an equal share
+:func:`~kafkalog_spark.inspect.verify_segments.verify_segment` and
+:func:`~kafkalog_spark.inspect.verify_partitions.verify_producer_state` — the same functions the local
+:func:`~kafkalog_spark.inspect.verify.verify` calls — in one task per core holding an equal share
 of bytes (:func:`balance`), or more tasks when a core's share would exceed
 :data:`MAX_SEGMENTS_PER_TASK` segments (task memory stays flat as log dirs grow). Two shapes, chosen by :func:`plan_bins`:
 
@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..datasource.executors import require_visible, task_errors
 from ..log.discovery import discover
-from ..log.verify import VerifyReport, assemble_report
-from ..log.verify_partitions import verify_producer_state
-from ..log.verify_segments import SegmentCheck, verify_segment
+from ..inspect.verify import VerifyReport, assemble_report
+from ..inspect.verify_partitions import verify_producer_state
+from ..inspect.verify_segments import SegmentCheck, verify_segment
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -127,7 +127,7 @@ def plan_bins(parts: Sequence, n: int,
 def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                  *, deep: bool = False, check_indexes: bool = True,
                  tasks: int | None = None) -> VerifyReport:
-    """:func:`~kafkalog_spark.log.verify.verify` as a Spark job.
+    """:func:`~kafkalog_spark.inspect.verify.verify` as a Spark job.
 
     Parameters
     ----------

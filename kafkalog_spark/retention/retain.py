@@ -34,16 +34,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..codec import checkpoints as C
+from ..codec.files import checkpoints as C
 from ..errors import InvalidOptionError
-from ..log import naming as N
-from ..log.atomic import disk_errors, read_checkpoint_file, write_checkpoint_file
+from ..codec.files import naming as N
+from ..storage.atomic import disk_errors, read_checkpoint_file, write_checkpoint_file
 from ..log.discovery import discover
-from ..log.lock import ensure_not_locked, hold_lock
+from ..storage.lock import ensure_not_locked, hold_lock
 from ..log.topic_config import TopicConfig, configured_partitions
 from ..log.partition_state import (PartitionState, SegmentState, check_high_watermark_source,
                                    partition_state, read_offsets)
-from ..log.storage import storage_for
+from ..storage import storage_for
 from ..log.selection import command_partitions
 
 Step = Callable[[str], None]

@@ -19,8 +19,8 @@ import pyarrow as pa
 
 import kafkalog_spark as kl
 from kafkalog_spark.codec import compression
-from kafkalog_spark.codec.encode import encode_end_txn_marker, encode_record_batches
-from kafkalog_spark.codec.index_rebuild import build_txn_index
+from kafkalog_spark.codec.records.encode import encode_end_txn_marker, encode_record_batches
+from kafkalog_spark.codec.files.index_rebuild import build_txn_index
 
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 CODEC_IDS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}

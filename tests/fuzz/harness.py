@@ -92,7 +92,7 @@ def _log(rng: random.Random, item) -> tuple[int, bytes]:
 
 
 def t_scan(rng, item, _):
-    from kafkalog_spark.codec.scan import scan_entries
+    from kafkalog_spark.codec.records.scan import scan_entries
 
     _, data = _log(rng, item)
     try:
@@ -104,8 +104,8 @@ def t_scan(rng, item, _):
 
 
 def t_crc(rng, item, _):
-    from kafkalog_spark.codec.crc import verify_crcs
-    from kafkalog_spark.codec.scan import scan_entries
+    from kafkalog_spark.codec.records.crc import verify_crcs
+    from kafkalog_spark.codec.records.scan import scan_entries
 
     _, data = _log(rng, item)
     t = scan_entries(data)
@@ -116,7 +116,7 @@ def t_crc(rng, item, _):
 
 def _decode(verify_crc: bool, on_error: str):
     def run(rng, item, _):
-        from kafkalog_spark.codec.decode import DecodeOptions, decode_entries
+        from kafkalog_spark.codec.records.decode import DecodeOptions, decode_entries
 
         _, data = _log(rng, item)
         opts = DecodeOptions(verify_crc=verify_crc, on_error=on_error, include_headers=True,
@@ -140,7 +140,7 @@ def _decode(verify_crc: bool, on_error: str):
 
 
 def t_build_indexes(rng, item, _):
-    from kafkalog_spark.codec.index_rebuild import build_indexes
+    from kafkalog_spark.codec.files.index_rebuild import build_indexes
 
     base, data = _log(rng, item)
     build_indexes(data, base, index_interval_bytes=rng.choice((1, 512, 4096)),
@@ -148,14 +148,14 @@ def t_build_indexes(rng, item, _):
 
 
 def t_build_txn_index(rng, item, _):
-    from kafkalog_spark.codec.index_rebuild import build_txn_index
+    from kafkalog_spark.codec.files.index_rebuild import build_txn_index
 
     base, data = _log(rng, item)
     build_txn_index(data, base).to_bytes()
 
 
 def t_producer_state(rng, item, _):
-    from kafkalog_spark.codec.snapshot import ProducerStateTracker
+    from kafkalog_spark.codec.files.snapshot import ProducerStateTracker
 
     base, data = _log(rng, item)
     tracker = ProducerStateTracker()
@@ -167,7 +167,7 @@ def t_producer_state(rng, item, _):
 # targets over index, snapshot, checkpoint, compressed and internal-topic bytes
 # ------------------------------------------------------------------------------------------
 def t_offset_index(rng, item, _):
-    from kafkalog_spark.codec.index import read_offset_index
+    from kafkalog_spark.codec.files.index import read_offset_index
 
     base, data = _log(rng, item)
     idx = read_offset_index(data, base, strict=rng.random() < 0.3)
@@ -178,7 +178,7 @@ def t_offset_index(rng, item, _):
 
 
 def t_time_index(rng, item, _):
-    from kafkalog_spark.codec.index import read_time_index
+    from kafkalog_spark.codec.files.index import read_time_index
 
     base, data = _log(rng, item)
     idx = read_time_index(data, base, strict=rng.random() < 0.3)
@@ -191,7 +191,7 @@ def t_time_index(rng, item, _):
 
 
 def t_txn_index(rng, item, _):
-    from kafkalog_spark.codec.index import read_txn_index
+    from kafkalog_spark.codec.files.index import read_txn_index
 
     base, data = _log(rng, item)
     idx = read_txn_index(data, base, strict=rng.random() < 0.3)
@@ -202,7 +202,7 @@ def t_txn_index(rng, item, _):
 
 
 def t_snapshot(rng, item, _):
-    from kafkalog_spark.codec.snapshot import ProducerStateTracker, read_snapshot
+    from kafkalog_spark.codec.files.snapshot import ProducerStateTracker, read_snapshot
 
     _, data = _log(rng, item)
     snap = read_snapshot(data, file="fz.snapshot")
@@ -217,7 +217,7 @@ def _text(rng, data: bytes) -> str:
 
 
 def t_offset_checkpoint(rng, data, _):
-    from kafkalog_spark.codec.checkpoints import format_offset_checkpoint, parse_offset_checkpoint
+    from kafkalog_spark.codec.files.checkpoints import format_offset_checkpoint, parse_offset_checkpoint
 
     offsets = parse_offset_checkpoint(_text(rng, data), file="fz-checkpoint")
     try:
@@ -238,7 +238,7 @@ def t_epoch_checkpoint(rng, data, _):
 
 
 def t_partition_metadata(rng, data, _):
-    from kafkalog_spark.codec.checkpoints import parse_partition_metadata
+    from kafkalog_spark.codec.files.checkpoints import parse_partition_metadata
 
     parse_partition_metadata(_text(rng, data), file="partition.metadata").topic_id_text
 
@@ -253,7 +253,7 @@ def t_properties(rng, data, _):
 
 
 def t_decompress(rng, item, _):
-    from kafkalog_spark.codec.compression import decompress
+    from kafkalog_spark.codec.compression.codecs import decompress
 
     codec, magic, payload = item
     out = decompress(codec, mutate(rng, payload)[0], magic=magic, max_size=1 << 20)
@@ -299,7 +299,7 @@ def _damaged_log_dir(rng, template: Path, scratch: Path) -> tuple[Path, Path]:
 
 
 def t_verify(rng, template, scratch):
-    from kafkalog_spark.log.verify import verify
+    from kafkalog_spark.inspect.verify import verify
 
     case_dir, root = _damaged_log_dir(rng, template, scratch)
     try:
@@ -309,7 +309,7 @@ def t_verify(rng, template, scratch):
 
 
 def t_recover(rng, template, scratch):
-    from kafkalog_spark.log.verify import verify
+    from kafkalog_spark.inspect.verify import verify
     from kafkalog_spark.recovery.recover import recover
 
     case_dir, root = _damaged_log_dir(rng, template, scratch)

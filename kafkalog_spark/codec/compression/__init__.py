@@ -1,0 +1,4 @@
+"""Compression codecs of Kafka's record batches (codec layer, first room): may import the codec
+base (:mod:`..layout`) and ``errors``. :mod:`.codecs` is the registry (a missing library fails
+only when its codec is met, with an install hint); :mod:`.framings` the byte framings (xerial
+snappy, lz4 frames, Kafka's legacy lz4 header)."""

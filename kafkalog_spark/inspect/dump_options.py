@@ -1,0 +1,112 @@
+"""What one ``kafka-dump-log.sh`` run is asked and what it found (inspect layer):
+:class:`DumpOptions` (DumpLogSegments' flags, checked on construction) and
+:class:`DumpReport` (Kafka's end-of-run reports and the errors)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..codec.compression.codecs import DEFAULT_MAX_DECOMPRESSED
+from ..errors import InvalidOptionError
+
+JAVA_INT_MAX = 2**31 - 1  # Integer.MAX_VALUE: --max-bytes default; only then the trailing-bytes line
+DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size
+DECODERS = ("string", "offsets", "transaction-log", "cluster-metadata")
+FORMATS = ("text", "jsonl")
+
+
+@dataclass(frozen=True)
+class DumpOptions:
+    """DumpLogSegments' options (§16.1); every value checked on construction.
+
+    ``print_data_log`` implies deep iteration; a decoder other than ``"string"`` implies
+    ``print_data_log``. ``max_bytes`` left at ``JAVA_INT_MAX`` means "not given" (Kafka prints
+    the trailing-bytes warning only then).
+    """
+
+    deep_iteration: bool = False
+    print_data_log: bool = False
+    verify_index_only: bool = False
+    index_sanity_check: bool = False
+    max_message_size: int = DEFAULT_MAX_MESSAGE_SIZE
+    max_bytes: int = JAVA_INT_MAX
+    decoder: str = "string"
+    skip_record_metadata: bool = False
+    format: str = "text"
+    max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+
+    def __post_init__(self) -> None:
+        if self.decoder not in DECODERS:
+            raise InvalidOptionError(f"decoder must be one of {', '.join(DECODERS)}; "
+                                     f"got {self.decoder!r}")
+        if self.format not in FORMATS:
+            raise InvalidOptionError(f"format must be one of {', '.join(FORMATS)}; got {self.format!r}")
+        for name in ("max_message_size", "max_bytes"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or not 0 <= value <= JAVA_INT_MAX:
+                raise InvalidOptionError(f"{name} must be an int in 0..{JAVA_INT_MAX}; got {value!r}")
+
+    @property
+    def print_data(self) -> bool:
+        return self.print_data_log or self.decoder != "string"
+
+    @property
+    def deep(self) -> bool:
+        return self.deep_iteration or self.print_data
+
+
+@dataclass
+class DumpReport:
+    """What a run found besides its output: Kafka's end-of-run reports and the errors."""
+
+    index_mismatches: dict[str, dict[int, int]] = field(default_factory=dict)
+    time_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    time_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+    non_consecutive: dict[str, dict[int, int]] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No errors (mismatch reports do not count: Kafka exits 0 with them too)."""
+        return not self.errors
+
+    def text_lines(self) -> list[str]:
+        """The end-of-run stderr lines, in DumpLogSegments' order and wording."""
+        out: list[str] = []
+        for f, pairs in self.index_mismatches.items():
+            out.append(f"Mismatches in :{f}")
+            out += [f"  Index offset: {i}, log offset: {o}" for i, o in sorted(pairs.items(), reverse=True)]
+        for f, rows in self.time_mismatches.items():
+            out.append(f"Found timestamp mismatch in :{f}")
+            out += [f"  Index timestamp: {a}, log timestamp: {b}" for a, b in rows]
+        for f, rows in self.time_out_of_order.items():
+            out.append(f"Found out of order timestamp in :{f}")
+            out += [f"  Index timestamp: {a}, Previously indexed timestamp: {b}" for a, b in rows]
+        for rows in self.time_not_found.values():
+            out.append("The following indexed offsets are not found in the log.")
+            out += [f"Indexed offset: {a}, found log offset: {b}" for a, b in rows]
+        for f, pairs in self.non_consecutive.items():
+            out.append(f"Non-consecutive offsets in {f}")
+            out += [f"  {a} is followed by {b}" for a, b in sorted(pairs.items())]
+        return out
+
+    def objects(self) -> list[dict[str, Any]]:
+        """The same reports as JSON-lines objects."""
+        out: list[dict[str, Any]] = []
+        for f, pairs in self.index_mismatches.items():
+            out += [{"type": "index_mismatch", "file": f, "index_offset": i, "log_offset": o}
+                    for i, o in sorted(pairs.items(), reverse=True)]
+        for kind, table, names in (
+                ("time_index_mismatch", self.time_mismatches, ("index_timestamp", "log_timestamp")),
+                ("time_index_out_of_order", self.time_out_of_order,
+                 ("index_timestamp", "previous_index_timestamp")),
+                ("time_index_offset_not_found", self.time_not_found,
+                 ("index_offset", "log_offset"))):
+            for f, rows in table.items():
+                out += [{"type": kind, "file": f, names[0]: a, names[1]: b} for a, b in rows]
+        for f, pairs in self.non_consecutive.items():
+            out += [{"type": "non_consecutive_offsets", "file": f, "previous": a, "next": b}
+                    for a, b in sorted(pairs.items())]
+        return out
