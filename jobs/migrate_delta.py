@@ -20,8 +20,8 @@ import sys
 from kafkalog_spark.delta import migrate
 from kafkalog_spark.delta.migrate import pending
 from kafkalog_spark.report import run_job
-from kafkalog_spark.storage.options import normalize_options
 from kafkalog_spark.spark import session, session_storage_options
+from kafkalog_spark.storage.options import normalize_options
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -79,8 +79,8 @@ def warm_up(verbose: bool = False) -> float:
         Wall time of the whole warm-up.
     """
     from .log.reader import read_log
-    from .storage import LOCAL
     from .log.writer import write_log
+    from .storage import LOCAL
 
     start = time.perf_counter()
 

@@ -8,18 +8,23 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog_spark.codec.files.checkpoints import (
-    EpochEntry, MetaProperties, assign_leader_epoch, format_clean_shutdown, format_java_properties,
-    format_leader_epoch_checkpoint, format_meta_properties, format_offset_checkpoint,
-    format_partition_metadata, java_date_string, load_leader_epochs, parse_checkpoint,
-    parse_clean_shutdown, parse_java_properties, parse_leader_epoch_checkpoint,
-    parse_meta_properties, parse_offset_checkpoint, parse_partition_metadata,
-    truncate_epochs_from_end, truncate_epochs_from_start, uuid_from_string, uuid_to_string,
-)
+from kafkalog_spark.codec.files.checkpoints import (EpochEntry, MetaProperties, assign_leader_epoch,
+                                                    format_clean_shutdown, format_java_properties,
+                                                    format_leader_epoch_checkpoint,
+                                                    format_meta_properties,
+                                                    format_offset_checkpoint,
+                                                    format_partition_metadata, java_date_string,
+                                                    load_leader_epochs, parse_checkpoint,
+                                                    parse_clean_shutdown, parse_java_properties,
+                                                    parse_leader_epoch_checkpoint,
+                                                    parse_meta_properties, parse_offset_checkpoint,
+                                                    parse_partition_metadata,
+                                                    truncate_epochs_from_end,
+                                                    truncate_epochs_from_start, uuid_from_string,
+                                                    uuid_to_string)
 from kafkalog_spark.errors import CorruptCheckpointError, InvalidOptionError, KafkaLogError
-from kafkalog_spark.storage.atomic import (
-    atomic_write_bytes, fsync_dir, read_checkpoint_file, write_checkpoint_file,
-)
+from kafkalog_spark.storage.atomic import (atomic_write_bytes, fsync_dir, read_checkpoint_file,
+                                           write_checkpoint_file)
 
 OFFSET_FILES = ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint",
                 "replication-offset-checkpoint", "cleaner-offset-checkpoint"]

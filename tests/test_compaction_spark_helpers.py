@@ -15,9 +15,8 @@ from kafkalog_spark.codec.records.digest import key_digests
 from kafkalog_spark.compaction.rewrite import (cleaned_path, key_rows, retained_offsets_local,
                                                rewrite_group)
 from kafkalog_spark.compaction.key_map import combine_keys
-from kafkalog_spark.compaction.key_shuffle import (bucket_count, buckets_of, key_table,
-                                                   key_task, most_rows, retained_task,
-                                                   row_schema)
+from kafkalog_spark.compaction.key_shuffle import (bucket_count, buckets_of, key_table, key_task,
+                                                   most_rows, retained_task, row_schema)
 from kafkalog_spark.compaction.spark_job import (chunk_tasks, concat_task, group_items,
                                                  rewrite_pieces, rewrite_task, segment_tasks)
 from kafkalog_spark.log.discovery import discover

@@ -21,24 +21,12 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafkalog_spark.codec.compression.codecs import (
-    DEFAULT_MAX_DECOMPRESSED,
-    compress,
-    decompress,
-    require_codec,
-)
-from kafkalog_spark.codec.compression.framings import (
-    LZ4_KAFKA_HEADER,
-    LZ4_KAFKA_HEADER_MAGIC0,
-    XERIAL_HEADER,
-)
-from kafkalog_spark.codec.layout import (
-    CODEC_GZIP,
-    CODEC_LZ4,
-    CODEC_NONE,
-    CODEC_SNAPPY,
-    CODEC_ZSTD,
-)
+from kafkalog_spark.codec.compression.codecs import (DEFAULT_MAX_DECOMPRESSED, compress, decompress,
+                                                     require_codec)
+from kafkalog_spark.codec.compression.framings import (LZ4_KAFKA_HEADER, LZ4_KAFKA_HEADER_MAGIC0,
+                                                       XERIAL_HEADER)
+from kafkalog_spark.codec.layout import (CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY,
+                                         CODEC_ZSTD)
 from kafkalog_spark.errors import CompressionError, Location, MissingCodecError
 
 CODECS = [CODEC_GZIP, CODEC_SNAPPY, CODEC_LZ4, CODEC_ZSTD]

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from kafkalog_spark.codec import layout as L
 from kafkalog_spark.codec.records.crc import compute_crcs, verify_crcs
-from kafkalog_spark.codec.records.decode import (BadRange, DecodeOptions, DecodeResult, decode_entries,
-                                         decode_to_table)
+from kafkalog_spark.codec.records.decode import (BadRange, DecodeOptions, DecodeResult,
+                                                 decode_entries, decode_to_table)
 from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.codec.records.schema import record_schema
 from kafkalog_spark.errors import (CompressionError, CorruptRecordError, InvalidOptionError,

@@ -19,7 +19,7 @@ import kafkalog_spark as kl
 from kafkalog_spark.cli import cli, main
 from kafkalog_spark.codec.files.checkpoints import format_offset_checkpoint
 from kafkalog_spark.codec.internal.internal_topics import (decode_consumer_offsets_key,
-                                                  decode_consumer_offsets_value)
+                                                           decode_consumer_offsets_value)
 from kafkalog_spark.delta import (ConcurrentMigrationError, DataLossError, MIGRATE_OPTIONS,
                                   MigrateOptions, migrate, parse_migrate_options)
 from kafkalog_spark.delta.commit import STATE_DIR, table_lock

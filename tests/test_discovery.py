@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kafkalog_spark.codec.records.scan import (STOP_END, STOP_PARTIAL_ENTRY, STOP_SIZE_TOO_SMALL,
-                                       scan_entries)
+                                               scan_entries)
 from kafkalog_spark.errors import LogDirError
 from kafkalog_spark.log.discovery import describe_segment, discover
 

@@ -18,14 +18,9 @@ from kafka.record.memory_records import MemoryRecords
 from aiokafka.record.default_records import DefaultRecordBatch as AioBatch
 from kafkalog_spark.codec import layout as L
 from kafkalog_spark.codec.compression.codecs import decompress
-from kafkalog_spark.codec.records.encode import (
-    BatchSpec,
-    EncodedBatches,
-    encode_batch,
-    encode_batches,
-    encode_end_txn_marker,
-    encode_record_batches,
-)
+from kafkalog_spark.codec.records.encode import (BatchSpec, EncodedBatches, encode_batch,
+                                                 encode_batches, encode_end_txn_marker,
+                                                 encode_record_batches)
 from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.codec.records.schema import HEADERS_TYPE
 from kafkalog_spark.errors import InvalidOptionError, KafkaLogError

@@ -101,7 +101,8 @@ def test_sequence_arithmetic_wraps_like_java_ints() -> None:
     # found alongside the case above: a negative lastOffsetDelta (or offsetDelta) under a valid
     # CRC pushed increment/decrement_sequence out of int32 (struct.error on snapshot encode);
     # DefaultRecordBatch's int arithmetic wraps
-    from kafkalog_spark.codec.files.snapshot import ProducerStateTracker, decrement_sequence, increment_sequence
+    from kafkalog_spark.codec.files.snapshot import (ProducerStateTracker, decrement_sequence,
+                                                     increment_sequence)
 
     assert increment_sequence(-5, -(2**31)) == 2**31 - 5
     assert increment_sequence(2**31 - 1, 5) == 4 and increment_sequence(3, 4) == 7

@@ -12,10 +12,9 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from kafkalog_spark.codec.files.index import (
-    offset_index_bytes, read_offset_index, read_time_index, read_txn_index, time_index_bytes,
-    TxnIndex,
-)
+from kafkalog_spark.codec.files.index import (offset_index_bytes, read_offset_index,
+                                              read_time_index, read_txn_index, time_index_bytes,
+                                              TxnIndex)
 from kafkalog_spark.codec.files.index_rebuild import build_indexes, build_txn_index
 from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.errors import CorruptIndexError, CorruptRecordError

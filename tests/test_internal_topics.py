@@ -15,17 +15,13 @@ from typing import Any, Iterator
 import pytest
 from kafka.record import MemoryRecords
 
-from kafkalog_spark.codec.internal.internal_topics import (
-    decode_consumer_offsets_key,
-    decode_consumer_offsets_value,
-    decode_transaction_log_key,
-    decode_transaction_log_value,
-)
-from kafkalog_spark.codec.internal.kraft_records import (
-    decode_control_record_value,
-    decode_end_txn_marker,
-    decode_metadata_record,
-)
+from kafkalog_spark.codec.internal.internal_topics import (decode_consumer_offsets_key,
+                                                           decode_consumer_offsets_value,
+                                                           decode_transaction_log_key,
+                                                           decode_transaction_log_value)
+from kafkalog_spark.codec.internal.kraft_records import (decode_control_record_value,
+                                                         decode_end_txn_marker,
+                                                         decode_metadata_record)
 from kafkalog_spark.errors import CorruptRecordError, Location
 
 KRAFT = "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog_spark.codec.files.snapshot import (
-    ProducerEntry, ProducerSnapshot, ProducerStateTracker, decrement_sequence, increment_sequence,
-    java_hashmap_order, read_snapshot, rebuild_producer_snapshot,
-)
+from kafkalog_spark.codec.files.snapshot import (ProducerEntry, ProducerSnapshot,
+                                                 ProducerStateTracker, decrement_sequence,
+                                                 increment_sequence, java_hashmap_order,
+                                                 read_snapshot, rebuild_producer_snapshot)
 from kafkalog_spark.errors import CorruptIndexError, InvalidOptionError
 from test_index import ITUMELENG, marker, txn_batch
 

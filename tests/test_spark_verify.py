@@ -14,7 +14,7 @@ from kafkalog_spark.cli import cli
 from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.inspect.verify import verify
 from kafkalog_spark.recovery.verify_job import (balance, plan_bins, problems_dataframe,
-                                                 verify_spark)
+                                                verify_spark)
 
 from test_read_write import records
 from test_verify import REAL_LOG_DIRS

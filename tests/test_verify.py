@@ -221,7 +221,8 @@ def test_txn_index_of_a_cleaned_segment(tmp_path: Path) -> None:
 
 
 def test_producer_snapshot_crc_and_contents(tmp_path: Path) -> None:
-    from kafkalog_spark.codec.files.snapshot import ProducerEntry, ProducerSnapshot, rebuild_producer_snapshot
+    from kafkalog_spark.codec.files.snapshot import (ProducerEntry, ProducerSnapshot,
+                                                     rebuild_producer_snapshot)
 
     pdir = _txn_partition(tmp_path / "logs")
     log = (pdir / "00000000000000000000.log").read_bytes()
@@ -285,7 +286,8 @@ def test_snapshot_timestamp_after_the_cleaner_rebuilt_the_batch():
     Kafka 4.1 broker). Only a snapshot timestamp below the log's is a problem."""
     from dataclasses import replace
 
-    from kafkalog_spark.codec.files.snapshot import ProducerEntry, ProducerSnapshot, ProducerStateTracker
+    from kafkalog_spark.codec.files.snapshot import (ProducerEntry, ProducerSnapshot,
+                                                     ProducerStateTracker)
     from kafkalog_spark.inspect.verify_partitions import compare_snapshot
 
     entry = ProducerEntry(16, 0, last_sequence=9, last_offset=277, offset_delta=0,

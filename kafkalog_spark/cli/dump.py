@@ -14,12 +14,12 @@ import sys
 import click
 
 from ..errors import InvalidOptionError
-from ..storage.paths import is_remote
-from ..storage import LOCAL, as_path
-from .options import refuse_symlinked_files, storage_option
-from .progress import Progress, plain_files, progress_option
 from ..inspect.dump import STRING_DECODER_CLASSES, dump_files
 from ..inspect.dump_options import DEFAULT_MAX_MESSAGE_SIZE, FORMATS, JAVA_INT_MAX, DumpOptions
+from ..storage import LOCAL, as_path
+from ..storage.paths import is_remote
+from .options import refuse_symlinked_files, storage_option
+from .progress import Progress, plain_files, progress_option
 
 
 def _decoder_class(option: str, value: str | None) -> None:

@@ -13,11 +13,11 @@ from typing import Any
 
 import click
 
-from ..log.partition_state import HIGH_WATERMARK_SOURCES
 from ..errors import InvalidOptionError
+from ..log.partition_state import HIGH_WATERMARK_SOURCES
+from ..storage import as_path, storage_for
 from ..storage.options import normalize_options
 from ..storage.paths import is_remote
-from ..storage import as_path, storage_for
 
 
 class PathOrURI(click.ParamType):

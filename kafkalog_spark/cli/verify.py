@@ -18,9 +18,9 @@ import sys
 
 import click
 
+from ..inspect.verify import verify
 from ..log.discovery import discover
 from ..log.selection import require_kafka_data
-from ..inspect.verify import verify
 from ..report import render_verify
 from ..storage import user_paths
 from .options import PathOrURI, refuse_symlinked_files, storage_option

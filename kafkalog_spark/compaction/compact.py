@@ -34,18 +34,18 @@ import numpy as np
 import pyarrow as pa
 
 from ..codec.files import checkpoints as C
+from ..codec.files import naming as N
 from ..codec.files.index import TxnIndex
 from ..codec.files.snapshot import ProducerStateTracker
 from ..errors import InvalidOptionError
-from ..codec.files import naming as N
-from ..storage.atomic import read_checkpoint_file, write_checkpoint_file
 from ..log.discovery import discover
-from ..storage.lock import ensure_not_locked, hold_lock
+from ..log.partition_state import check_high_watermark_source, partition_state, read_offsets
+from ..log.selection import command_partitions
 from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
 from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
-from ..log.partition_state import check_high_watermark_source, partition_state, read_offsets
-from ..log.selection import command_partitions
+from ..storage.atomic import read_checkpoint_file, write_checkpoint_file
+from ..storage.lock import ensure_not_locked, hold_lock
 from .key_map import DEFAULT_MEMORY, MIN_MEMORY, KeyMap
 from .plan import CleaningPlan, Skipped, limit_plan, plan_partition
 from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows, map_keys,

@@ -37,14 +37,13 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..log.discovery import discover
-from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.model import PartitionDir
 from ..log.selection import command_partitions
 from ..log.swap import complete_interrupted_swaps
+from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from .erase_segment import PartitionErase, Step, erase_segment, rescan, swap_in
 from .erase_select import DEFAULT_MAX_KEYS, Selection
 from .rewrite import cleaned_path
-
 
 
 def erase(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str,

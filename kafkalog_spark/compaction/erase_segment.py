@@ -19,9 +19,9 @@ from ..codec.records.decode import DecodeOptions, decode_to_table
 from ..codec.records.scan import scan_segment
 from ..log.discovery import discover
 from ..log.model import PartitionDir, Segment
-from ..storage.atomic import disk_errors
-from ..storage import mapped_file, storage_for
 from ..log.swap import NewSegment, replace_segments
+from ..storage import mapped_file, storage_for
+from ..storage.atomic import disk_errors
 from .erase_select import Matcher
 from .rewrite import batch_spec, cleaned_path, windows
 from .window_output import WindowOutput

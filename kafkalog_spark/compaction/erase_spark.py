@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 
 from ..datasource.executors import planned_files, require_visible, task_errors
-from ..storage.atomic import disk_errors
 from ..log.model import PartitionDir, Segment
 from ..log.staging import create_staging_dir, remove_staging_dir
 from ..storage import storage_for
+from ..storage.atomic import disk_errors
 from .erase_segment import PartitionErase, Step, erase_segment, rescan, swap_in
 from .erase_select import Matcher, Selection
 from .rewrite import cleaned_path

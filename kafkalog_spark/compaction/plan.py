@@ -30,12 +30,12 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..codec.files.snapshot import ProducerStateTracker
 from ..codec.records.decode import DecodeOptions, decode_to_table
 from ..codec.records.scan import scan_entries, scan_segment
-from ..codec.files.snapshot import ProducerStateTracker
-from ..storage import mapped_file
-from ..log.topic_config import TopicConfig
 from ..log.partition_state import PartitionState, SegmentState
+from ..log.topic_config import TopicConfig
+from ..storage import mapped_file
 
 INT32_MAX = 2**31 - 1
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1

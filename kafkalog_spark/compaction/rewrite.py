@@ -41,13 +41,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..codec import layout as L
+from ..codec.files import naming as N
 from ..codec.records.decode import DecodeOptions, decode_to_table
 from ..codec.records.digest import key_digests
 from ..codec.records.encode import BatchSpec
 from ..codec.records.scan import scan_entries, scan_segment
-from ..codec.files import naming as N
-from ..storage.atomic import disk_errors
 from ..storage import mapped_file, storage_for
+from ..storage.atomic import disk_errors
 from .key_map import KeyMap
 from .plan import GroupTask, SourceSegment
 from .window_output import WindowOutput

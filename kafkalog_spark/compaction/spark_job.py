@@ -45,9 +45,9 @@ from typing import Any
 import numpy as np
 
 from ..datasource.executors import require_visible, task_errors
-from ..storage.atomic import disk_errors
-from ..storage import storage_for
 from ..log.staging import create_staging_dir, remove_staging_dir
+from ..storage import storage_for
+from ..storage.atomic import disk_errors
 from .key_shuffle import bucket_count, key_task, most_rows, retained_task
 from .plan import CleaningPlan, GroupTask
 from .rewrite import GroupOutput, cleaned_path, cleaned_segments, write_cleaned

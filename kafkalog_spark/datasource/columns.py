@@ -21,13 +21,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import pyarrow as pa
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import ArrayType, DataType, MapType, StructField, StructType
 
-import pyarrow as pa
-
 from ..codec.records.schema import (ALL_COLUMNS, BASE_COLUMNS, HEADERS_COLUMN, check_columns,
-                             default_columns, record_schema)
+                                    default_columns, record_schema)
 from .options import ReadOptions
 from .splits import KafkaLogSplit
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidOptionError
+from ..storage import as_path, storage_for
 from ..storage.options import normalize_options
 from ..storage.paths import ObjectPath, is_remote
-from ..storage import as_path, storage_for
 
 EARLIEST, LATEST = -2, -1  # Spark's JSON sentinels in startingOffsets / endingOffsets
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")

@@ -22,8 +22,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.records.decode import DecodeOptions, decode_entries
 from ..codec.files.index import read_offset_index
+from ..codec.records.decode import DecodeOptions, decode_entries
 from ..codec.records.scan import scan_entries
 from ..errors import InvalidOptionError
 from ..log.discovery import discover
@@ -31,10 +31,9 @@ from ..log.lookup import check_offset_entry, find_timestamp
 from ..log.model import PartitionDir, Segment
 from ..log.partition_state import at_log_start, checkpointed_log_starts
 from ..log.selection import check_selection, readable_partitions
-from ..storage import mapped_file, storage_for
 from ..log.transactions import transaction_view
-from .options import (DEFAULT_MIN_PARTITIONS, EARLIEST, LATEST, ReadOptions,
-                      parse_read_options)
+from ..storage import mapped_file, storage_for
+from .options import DEFAULT_MIN_PARTITIONS, EARLIEST, LATEST, ReadOptions, parse_read_options
 from .splits import KafkaLogSplit, KafkaLogTask, split_bytes
 
 # entries walked from an offset-index entry to validate it as a cut point (<=3.9 brokers index

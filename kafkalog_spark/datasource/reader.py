@@ -30,8 +30,8 @@ from ..codec.records.decode import BadRange, DecodeOptions, DecodeResult, decode
 from ..codec.records.scan import scan_entries
 from ..codec.records.schema import default_columns
 from ..log.lookup import position_for_offset
-from ..log.window import decode_window, read_window
 from ..log.transactions import aborted_mask
+from ..log.window import decode_window, read_window
 from .columns import decode_columns
 from .executors import planned_files
 from .options import ReadOptions, parse_read_options

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..codec.files import checkpoints as C
 from ..codec import layout as L
+from ..codec.files import checkpoints as C
+from ..codec.files.naming import check_topic
 from ..codec.records.encode import DEFAULT_MAX_BATCH_BYTES
 from ..errors import InvalidOptionError
-from ..codec.files.naming import check_topic
 from ..log.staging import WriteSettings
 from .options import OptionSpec, match_options, with_defaults
 

@@ -41,18 +41,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
+from ..codec.files import naming as N
 from ..codec.records.partitioner import default_partitions
 from ..codec.records.schema import METADATA_COLUMNS
 from ..errors import InvalidOptionError, Location, LogDirError
-from ..codec.files import naming as N
+from ..log.publish import publish
+from ..log.staging import (STAGING_INFIX, PartitionStager, StagedPartition, create_staging_dir,
+                           remove_staging_dir)
+from ..log.writer import metrics
+from ..storage import LOCAL, as_path, storage_for
 from ..storage.lock import ensure_not_locked, hold_lock
 from ..storage.paths import ObjectPath
-from ..storage import LOCAL, as_path, storage_for
 from ..storage.upload import download_tree, require_new_prefix, upload_log_dir, upload_tree
-from ..log.publish import publish
-from ..log.staging import (STAGING_INFIX, PartitionStager, StagedPartition,
-                           create_staging_dir, remove_staging_dir)
-from ..log.writer import metrics
 from .executors import require_visible
 from .options import storage_options
 from .write_options import WriteOptions, parse_write_options

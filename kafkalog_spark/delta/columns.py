@@ -28,8 +28,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.internal.internal_topics import (decode_consumer_offsets_key, decode_consumer_offsets_value,
-                                     decode_transaction_log_key, decode_transaction_log_value)
+from ..codec.internal.internal_topics import (decode_consumer_offsets_key,
+                                              decode_consumer_offsets_value,
+                                              decode_transaction_log_key,
+                                              decode_transaction_log_value)
 from ..codec.records.schema import record_schema
 from ..errors import KafkaLogError
 from .options import MigrateOptions

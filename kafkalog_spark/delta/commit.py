@@ -23,17 +23,17 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import KafkaLogError, Location
+from ..storage import is_local, storage_for
 from ..storage.atomic import atomic_write_text
 from ..storage.options import for_delta_rs
 from ..storage.paths import ObjectPath
-from ..storage import is_local, storage_for
 
 STATE_DIR = "_kafkalog"  # leading underscore: Delta readers and VACUUM leave it alone
 FILE_PREFIX = "part-kafkalog-"

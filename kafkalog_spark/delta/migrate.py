@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidOptionError, Location, LogDirError
-from ..storage.paths import ObjectPath
 from ..storage import as_path, storage_for, user_paths
-from .commit import (begin_run, clean_killed_runs, commit, delta_table, end_run,
-                     migrated_offsets, table_lock)
+from ..storage.paths import ObjectPath
+from .commit import (begin_run, clean_killed_runs, commit, delta_table, end_run, migrated_offsets,
+                     table_lock)
 from .options import MigrateOptions, parse_migrate_options
 from .plan import TablePlan, plan_table, source_partitions
 

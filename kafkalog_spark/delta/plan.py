@@ -26,15 +26,15 @@ from typing import NamedTuple
 import pyarrow as pa
 
 from ..codec.files.checkpoints import parse_offset_checkpoint
+from ..codec.files.naming import LOG_START_OFFSET_CHECKPOINT
 from ..datasource.options import STORAGE_PREFIX
 from ..errors import KafkaLogError, Location
-from ..storage.atomic import read_checkpoint_file
 from ..log.discovery import describe_segment, discover
 from ..log.model import PartitionDir
-from ..codec.files.naming import LOG_START_OFFSET_CHECKPOINT
-from ..storage.paths import ObjectPath
-from ..log.transactions import transaction_view
 from ..log.selection import command_partitions
+from ..log.transactions import transaction_view
+from ..storage.atomic import read_checkpoint_file
+from ..storage.paths import ObjectPath
 from .columns import table_schema
 from .options import MigrateOptions
 

@@ -39,19 +39,19 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.files import checkpoints as C
 from ..codec import layout as L
+from ..codec.files import checkpoints as C
+from ..codec.files import naming as N
 from ..codec.records.encode import BatchSpec, encode_batches
 from ..errors import InvalidOptionError, KafkaLogError, Location, LogDirError
-from ..codec.files import naming as N
-from ..storage.atomic import read_checkpoint_file, write_checkpoint_file
 from ..log.discovery import discover
-from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.partition_files import topic_id_for
-from ..log.selection import check_selected, require_kafka_data
 from ..log.partition_state import segment_next_offset
+from ..log.selection import check_selected, require_kafka_data
 from ..log.staging import DEFAULT_SEGMENT_BYTES
 from ..storage import storage_for
+from ..storage.atomic import read_checkpoint_file, write_checkpoint_file
+from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from .commit import RUN_ID_KEY, delta_table, table_exists
 from .restore_read import NEEDED, Survey, Tp, stream, survey, windows
 

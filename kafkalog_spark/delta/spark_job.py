@@ -38,9 +38,9 @@ from ..datasource.options import ReadOptions, parse_read_options
 from ..datasource.plan import pack_splits, plan_scan
 from ..datasource.reader import KafkaLogReader
 from ..datasource.splits import KafkaLogSplit
+from ..storage import as_path, storage_for
 from ..storage.atomic import disk_errors
 from ..storage.paths import ObjectPath
-from ..storage import as_path, storage_for
 from .columns import transform
 from .commit import DataFile, data_file
 from .files import file_name, write_splits

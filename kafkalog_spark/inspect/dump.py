@@ -1,4 +1,4 @@
-"""``kafka-dump-log.sh`` output (log layer): DumpLogSegments' text line for line, or JSON lines;
+"""``kafka-dump-log.sh`` output (inspect layer): DumpLogSegments' text line for line, or JSON lines;
 the options, the end-of-run report, and the dispatch by file kind.
 
 Follows Kafka 4.x ``org.apache.kafka.tools.DumpLogSegments`` (KAFKA_FORMATS §16, §19.3), not the
@@ -36,11 +36,11 @@ from typing import TextIO
 from ..errors import KafkaLogError
 from ..log.discovery import discover
 from ..log.selection import require_kafka_data
+from ..storage import as_path, storage_for
 from .dump_indexes import dump_offset_index, dump_snapshot, dump_time_index, dump_txn_index
 from .dump_options import DumpOptions, DumpReport
 from .dump_output import DumpRun, compact_json
 from .dump_segments import dump_log
-from ..storage import as_path, storage_for
 
 STRING_DECODER_CLASSES = ("org.apache.kafka.tools.api.StringDecoder", "kafka.serializer.StringDecoder")
 

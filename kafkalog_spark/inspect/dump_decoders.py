@@ -1,4 +1,4 @@
-"""Record details in a dump (log layer): control record lines and the key/value printed by the
+"""Record details in a dump (inspect layer): control record lines and the key/value printed by the
 string, offsets, transaction-log and cluster-metadata decoders (DumpLogSegments' MessageParsers).
 
 Decoder JSON comes from :mod:`kafkalog_spark.codec.internal.internal_topics`; record types it has no

@@ -1,4 +1,4 @@
-"""``.index``, ``.timeindex``, ``.txnindex`` and producer ``.snapshot`` dumps (log layer):
+"""``.index``, ``.timeindex``, ``.txnindex`` and producer ``.snapshot`` dumps (inspect layer):
 DumpLogSegments' entry lines and the index checks against the segment's ``.log`` (§16.4-§16.7).
 
 An index entry whose position holds no readable batch is reported as a mismatch with log offset
@@ -15,14 +15,14 @@ import pyarrow as pa
 
 from ..codec import layout as L
 from ..codec.files.index import read_offset_index, read_time_index, read_txn_index
-from ..codec.records.scan import STOP_LIMIT, scan_entries
+from ..codec.files.naming import offset_from_file_name
 from ..codec.files.snapshot import read_snapshot
+from ..codec.records.scan import STOP_LIMIT, scan_entries
 from ..errors import KafkaLogError
+from ..storage import absolute_name, mapped_file
 from . import dump_output
 from .dump_output import DumpRun, compact_json
 from .dump_segments import decode_range
-from ..storage import absolute_name, mapped_file
-from ..codec.files.naming import offset_from_file_name
 
 
 # --- .index (§16.4) ---------------------------------------------------------------------------

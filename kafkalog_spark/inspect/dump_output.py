@@ -1,4 +1,4 @@
-"""Output of one ``kafka-dump-log.sh`` run (log layer): the streams, the growing report, the
+"""Output of one ``kafka-dump-log.sh`` run (inspect layer): the streams, the growing report, the
 text/JSON-lines writers, and the JSON-lines keys of every object type.
 
 Shared by the per-kind dumps (:mod:`.dump_segments`, :mod:`.dump_indexes`); the entry point and

@@ -1,4 +1,4 @@
-"""``.log`` and ``.checkpoint`` dumps (log layer): DumpLogSegments' batch lines and, with deep
+"""``.log`` and ``.checkpoint`` dumps (inspect layer): DumpLogSegments' batch lines and, with deep
 iteration, its record lines (§16.3), chunk by chunk of entries.
 
 Record timestamps beyond ±2^63/1000 ms print as −1 (the decoder cannot carry them).
@@ -14,19 +14,20 @@ import pyarrow as pa
 
 from ..codec import layout as L
 from ..codec.compression.codecs import decompress
+from ..codec.files.naming import (BOOTSTRAP_CHECKPOINT, offset_from_file_name,
+                                  parse_kraft_snapshot_name)
+from ..codec.files.snapshot import increment_sequence
 from ..codec.records.crc import verify_crcs
 from ..codec.records.decode import decode_entries
 from ..codec.records.legacy import wrapper_value_range
-from ..codec.records.scan import (STOP_LIMIT, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, STOP_SIZE_TOO_SMALL,
-                          EntryTable, scan_entries)
-from ..codec.files.snapshot import increment_sequence
+from ..codec.records.scan import (STOP_LIMIT, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL,
+                                  STOP_SIZE_TOO_SMALL, EntryTable, scan_entries)
 from ..errors import CorruptRecordError, KafkaLogError, Location
+from ..storage import absolute_name, mapped_file
 from . import dump_output
 from .dump_decoders import control_info, parse
 from .dump_options import JAVA_INT_MAX
 from .dump_output import DumpRun, compact_json, java_bool
-from ..storage import absolute_name, mapped_file
-from ..codec.files.naming import BOOTSTRAP_CHECKPOINT, offset_from_file_name, parse_kraft_snapshot_name
 
 RECORD_INDENT = "|"
 _TS_LABEL = L.TIMESTAMP_TYPE_NAMES

@@ -1,4 +1,4 @@
-"""Verification (log layer): can this log dir be trusted? Every problem located to the byte.
+"""Verification (inspect layer): can this log dir be trusted? Every problem located to the byte.
 Holds the public :func:`verify`, its :class:`VerifyReport` and the log-dir checkpoint checks;
 the segment checks are in :mod:`.verify_segments`, the partition checks in :mod:`.verify_partitions`.
 
@@ -22,12 +22,12 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 
 from ..codec.files import checkpoints as C
-from ..errors import KafkaLogError
 from ..codec.files import naming as N
-from ..storage.atomic import read_checkpoint_file
-from ..storage import storage_for
+from ..errors import KafkaLogError
 from ..log.discovery import discover
 from ..log.model import LogDir
+from ..storage import storage_for
+from ..storage.atomic import read_checkpoint_file
 from .verify_partitions import (_partition_file_problems, check_leader_epochs,
                                 check_segment_sequence, partition_bounds, verify_producer_state)
 from .verify_segments import ERROR, WARNING, Problem, SegmentCheck, _from_error, verify_segment

@@ -1,4 +1,4 @@
-"""Per-partition verification (log layer): offsets across segment boundaries,
+"""Per-partition verification (inspect layer): offsets across segment boundaries,
 ``leader-epoch-checkpoint``, leftover files, and the producer state — each ``.txnindex`` and
 producer snapshot against a replay of the partition's batch headers.
 
@@ -20,17 +20,16 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..codec.files import checkpoints as C
-from ..codec.files.index import ABORTED_TXN_SIZE, TxnIndex, read_txn_index
-from ..codec.records.scan import scan_entries
-from ..codec.files.snapshot import (PRODUCER_ENTRY, SNAPSHOT_HEADER, ProducerSnapshot,
-                              ProducerStateTracker, read_snapshot)
-from ..errors import KafkaLogError
 from ..codec.files import naming as N
-from ..storage.atomic import read_checkpoint_file
+from ..codec.files.index import ABORTED_TXN_SIZE, TxnIndex, read_txn_index
+from ..codec.files.snapshot import (PRODUCER_ENTRY, SNAPSHOT_HEADER, ProducerSnapshot,
+                                    ProducerStateTracker, read_snapshot)
+from ..codec.records.scan import scan_entries
+from ..errors import KafkaLogError
 from ..log.model import PartitionDir, Segment
 from ..storage import mapped_file, storage_for
+from ..storage.atomic import read_checkpoint_file
 from .verify_segments import ERROR, WARNING, Problem, SegmentCheck, _from_error
-
 
 # --- per partition -----------------------------------------------------------------------------
 

@@ -1,4 +1,4 @@
-"""Per-segment verification (log layer): a ``.log``'s structure, CRCs, offsets and records, and
+"""Per-segment verification (inspect layer): a ``.log``'s structure, CRCs, offsets and records, and
 its ``.index``/``.timeindex``/``.txnindex`` against it; also :class:`Problem`, the finding every
 verify check reports, and :class:`SegmentCheck`, one segment's result.
 
@@ -26,9 +26,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..codec import layout as L
+from ..codec.files.index import (OffsetIndex, TimeIndex, read_offset_index, read_time_index,
+                                 read_txn_index)
 from ..codec.records.crc import verify_crcs
 from ..codec.records.decode import DecodeOptions, decode_entries
-from ..codec.files.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index, read_txn_index
 from ..codec.records.scan import STOP_END, EntryTable, scan_entries
 from ..errors import KafkaLogError
 from ..log.model import Segment

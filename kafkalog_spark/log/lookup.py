@@ -37,9 +37,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..codec.files.index import OffsetIndex, TimeIndex, read_offset_index, read_time_index
-from ..codec.records.scan import STOP_END, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, EntryTable, scan_entries
-from .model import PartitionDir, Segment
+from ..codec.records.scan import (STOP_END, STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, EntryTable,
+                                  scan_entries)
 from ..storage import is_local, mapped_file, storage_for
+from .model import PartitionDir, Segment
 
 
 @dataclass(frozen=True)

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..codec.files import checkpoints as C
+from ..codec.files import naming as N
 from ..codec.files.snapshot import ProducerStateTracker, read_snapshot
 from ..errors import LogDirError
-from ..codec.files import naming as N
+from ..storage import mapped_file, storage_for
 from ..storage.atomic import atomic_write_bytes, read_checkpoint_file, write_checkpoint_file
 from .model import PartitionDir
-from ..storage import mapped_file, storage_for
 
 Step = Callable[[str], None]
 

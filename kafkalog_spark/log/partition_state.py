@@ -23,13 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from ..codec.files import checkpoints as C
+from ..codec.files import naming as N
 from ..codec.files.index import read_time_index
 from ..codec.records.scan import scan_entries
 from ..errors import InvalidOptionError
-from ..codec.files import naming as N
+from ..storage import as_path, mapped_file
 from ..storage.atomic import read_checkpoint_file
 from .model import PartitionDir, Segment
-from ..storage import as_path, mapped_file
 
 
 @dataclass(frozen=True)

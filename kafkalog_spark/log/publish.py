@@ -11,16 +11,16 @@ from pathlib import Path
 
 import numpy as np
 
+from ..codec.files import naming as N
 from ..codec.records.scan import scan_entries
 from ..errors import CorruptRecordError, InvalidOptionError, Location, LogDirError
-from ..codec.files import naming as N
+from ..storage import storage_for
 from ..storage.atomic import disk_errors
 from .discovery import _scan_partition_dir, describe_segment
 from .model import PartitionDir
 from .partition_files import (PartitionWrite, Step, say, update_log_dir_checkpoints,
                               write_partition_files)
 from .staging import StagedPartition, StagedSegment
-from ..storage import storage_for
 
 WRITE_MODES = ("append", "error", "overwrite")
 

@@ -21,12 +21,12 @@ import pyarrow as pa
 from ..codec.records.decode import BadRange, DecodeOptions, DecodeResult, decode_entries
 from ..codec.records.schema import record_schema
 from ..errors import InvalidOptionError
+from ..storage import user_paths
 from .discovery import discover
+from .model import PartitionDir, Segment
 from .partition_state import at_log_start, checkpointed_log_starts
 from .selection import check_selection, readable_partitions
-from .model import PartitionDir, Segment
 from .window import decode_window, read_window
-from ..storage import user_paths
 
 PathLike = str | os.PathLike[str]
 OffsetBound = int | Mapping[tuple[str, int], int] | None

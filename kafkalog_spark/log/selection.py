@@ -28,11 +28,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
 from ..codec import layout as L
+from ..codec.files.naming import check_topic
 from ..codec.records.scan import STOP_END, STOP_PARTIAL_ENTRY, scan_entries
 from ..errors import InvalidOptionError, Location, LogDirError
-from .model import LogDir, LogDirs, PartitionDir, Segment
-from ..codec.files.naming import check_topic
 from ..storage import storage_for
+from .model import LogDir, LogDirs, PartitionDir, Segment
 
 NO_DATA = ("expected a Kafka log dir (<topic>-<partition> folders), a partition dir or "
            "segment .log files")

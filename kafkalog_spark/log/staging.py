@@ -20,14 +20,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..codec import layout as L
-from ..codec.records.encode import DEFAULT_MAX_BATCH_BYTES, encode_record_batches
+from ..codec.files import naming as N
 from ..codec.files.index import DEFAULT_INDEX_INTERVAL_BYTES
 from ..codec.files.index_rebuild import build_indexes
-from ..errors import InvalidOptionError, Location, LogDirError
-from ..codec.files import naming as N
-from ..storage.atomic import disk_errors
 from ..codec.files.naming import check_topic
+from ..codec.records.encode import DEFAULT_MAX_BATCH_BYTES, encode_record_batches
+from ..errors import InvalidOptionError, Location, LogDirError
 from ..storage import mapped_file, storage_for
+from ..storage.atomic import disk_errors
 
 DEFAULT_SEGMENT_BYTES = 1 << 30  # segment.bytes (log.segment.bytes default, 1 GiB)
 STAGING_INFIX = ".kafkalog-staging-"

@@ -33,12 +33,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..codec.files import naming as N
 from ..codec.files.index_rebuild import build_indexes
 from ..codec.records.scan import scan_entries
 from ..errors import InvalidOptionError, KafkaLogError, Location
-from ..codec.files import naming as N
-from ..storage.atomic import disk_errors
 from ..storage import mapped_file, storage_for
+from ..storage.atomic import disk_errors
 
 Dispose = Callable[[Path, str], None]
 Step = Callable[[str], None]

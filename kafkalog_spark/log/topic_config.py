@@ -22,9 +22,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..codec.files import naming as N
 from ..codec.files.checkpoints import parse_java_properties
 from ..errors import InvalidOptionError, KafkaLogError, Location
-from ..codec.files import naming as N
 from ..storage import as_path, storage_for, user_paths
 
 LONG_MAX = 2**63 - 1

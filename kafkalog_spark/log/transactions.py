@@ -30,12 +30,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..codec.files import naming as N
 from ..codec.files.index import read_txn_index
 from ..codec.files.snapshot import ProducerStateTracker, read_snapshot
 from ..errors import CorruptIndexError, KafkaLogError
-from ..codec.files import naming as N
-from .model import PartitionDir, Segment
 from ..storage import mapped_file
+from .model import PartitionDir, Segment
 
 
 @dataclass(frozen=True)

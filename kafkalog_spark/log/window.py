@@ -18,10 +18,10 @@ import pyarrow as pa
 
 from ..codec.records.decode import BadRange, DecodeResult
 from ..codec.records.scan import scan_entries
-from .lookup import offset_index, check_offset_entry
-from .model import Segment
-from ..storage.remote_io import FetchProgress
 from ..storage import is_local, mapped_file, storage_for
+from ..storage.remote_io import FetchProgress
+from .lookup import check_offset_entry, offset_index
+from .model import Segment
 
 STREAM_STEP_BYTES = 16 << 20
 """A streamed window is decoded in pieces of about this many bytes, each as soon as it is

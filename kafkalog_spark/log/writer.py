@@ -51,18 +51,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.records.encode import DEFAULT_MAX_BATCH_BYTES
 from ..codec.files.index import DEFAULT_INDEX_INTERVAL_BYTES
-from ..errors import InvalidOptionError
-from ..storage.lock import hold_lock
 from ..codec.files.naming import check_topic
-from .partition_files import Step
-from .partition_files import PartitionWrite
+from ..codec.records.encode import DEFAULT_MAX_BATCH_BYTES
+from ..errors import InvalidOptionError
+from ..storage import as_path, storage_for
+from ..storage.lock import hold_lock
+from ..storage.paths import is_remote
+from .partition_files import PartitionWrite, Step
 from .publish import WRITE_MODES, publish
 from .staging import (DEFAULT_SEGMENT_BYTES, PartitionStager, WriteSettings, create_staging_dir,
                       remove_staging_dir)
-from ..storage.paths import is_remote
-from ..storage import as_path, storage_for
 
 
 def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str], *,

@@ -15,9 +15,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import InvalidOptionError, LogDirError, Location
-from ..storage.atomic import atomic_write_bytes
+from ..errors import InvalidOptionError, Location, LogDirError
 from ..storage import storage_for
+from ..storage.atomic import atomic_write_bytes
 from .quarantine import Quarantine
 
 QUARANTINE_FILE = "quarantine-file"  # move a whole file into the quarantine

@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ..errors import InvalidOptionError, Location, LogDirError
-from ..storage.atomic import atomic_write_bytes
 from ..storage import storage_for
+from ..storage.atomic import atomic_write_bytes
 
 QUARANTINE_SUFFIX = ".kafkalog-quarantine"
 MANIFEST = "manifest.json"

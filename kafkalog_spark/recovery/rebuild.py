@@ -22,19 +22,20 @@ from pathlib import Path
 
 import numpy as np
 
+from ..codec.files import naming as N
 from ..codec.files.index import TxnIndex, read_offset_index, read_time_index
 from ..codec.files.index_rebuild import build_indexes
+from ..codec.files.snapshot import (CompletedTxn, ProducerSnapshot, ProducerStateTracker,
+                                    read_snapshot)
 from ..codec.records.scan import scan_entries
-from ..codec.files.snapshot import CompletedTxn, ProducerSnapshot, ProducerStateTracker, read_snapshot
 from ..errors import KafkaLogError
-from ..codec.files import naming as N
-from ..log.discovery import discover
-from ..log.model import PartitionDir, Segment
-from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
-from ..storage import mapped_file, storage_for
 from ..inspect.verify_partitions import compare_snapshot
 from ..inspect.verify_segments import ERROR, Problem, check_offset_index, check_time_index
+from ..log.discovery import discover
+from ..log.model import PartitionDir, Segment
 from ..log.selection import require_kafka_data
+from ..storage import mapped_file, storage_for
+from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from .actions import WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 

@@ -21,22 +21,22 @@ from __future__ import annotations
 import json
 import os
 from bisect import bisect_right
-from functools import partial
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from ..codec.files import checkpoints as C
 from ..codec import layout as L
-from ..errors import InvalidOptionError
+from ..codec.files import checkpoints as C
 from ..codec.files import naming as N
-from ..storage.atomic import atomic_write_bytes
+from ..errors import InvalidOptionError
 from ..log.discovery import discover
-from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from ..log.selection import command_partitions
 from ..storage import storage_for
+from ..storage.atomic import atomic_write_bytes
+from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from .quarantine import Quarantine, copy_ranges
-from .reconcile_plan import PartitionPlan, load_replica, plan_partition, _runs
+from .reconcile_plan import PartitionPlan, _runs, load_replica, plan_partition
 from .recover import recover
 
 Step = Callable[[str], None]

@@ -33,12 +33,12 @@ from pathlib import Path
 import numpy as np
 
 from ..codec.files import checkpoints as C
+from ..codec.files import naming as N
 from ..codec.records.scan import scan_entries
 from ..errors import KafkaLogError
-from ..codec.files import naming as N
-from ..storage.atomic import read_checkpoint_file
 from ..log.model import PartitionDir
 from ..storage import mapped_file
+from ..storage.atomic import read_checkpoint_file
 from .salvage import plan_partition_salvage
 
 

@@ -44,17 +44,17 @@ from pathlib import Path
 import numpy as np
 
 from ..codec.files import checkpoints as C
+from ..codec.files import naming as N
 from ..codec.records.scan import scan_entries
 from ..errors import KafkaLogError
-from ..codec.files import naming as N
 from ..log import swap
-from ..storage.atomic import read_checkpoint_file
 from ..log.discovery import _classify, _scan_partition_dir, discover
 from ..log.model import LogDir, PartitionDir
-from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
-from ..storage import LOCAL, mapped_file, storage_for
-from ..log.staging import STAGING_INFIX
 from ..log.selection import command_partitions
+from ..log.staging import STAGING_INFIX
+from ..storage import LOCAL, mapped_file, storage_for
+from ..storage.atomic import read_checkpoint_file
+from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, WRITE_FILE, Action, execute
 from .quarantine import Quarantine
 from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition

@@ -17,8 +17,8 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..codec.files.index_rebuild import build_indexes
 from ..codec.files import naming as N
+from ..codec.files.index_rebuild import build_indexes
 from ..log.model import PartitionDir, Segment
 from ..storage import LOCAL, mapped_file
 from .actions import Action

@@ -32,8 +32,8 @@ import numpy as np
 from ..codec.records.resync import DEFAULT_MAX_ENTRY_BYTES, next_entry
 from ..codec.records.scan import STOP_PARTIAL_ENTRY, scan_entries
 from ..log.model import PartitionDir, Segment
-from ..storage import mapped_file
 from ..log.swap import NewSegment, replace_segments
+from ..storage import mapped_file
 from .quarantine import Quarantine, write_ranges
 from .validity import first_invalid_entry
 

@@ -27,13 +27,13 @@ from pathlib import Path
 import numpy as np
 
 from ..codec import layout as L
+from ..codec.files import naming as N
 from ..codec.records.decode import DecodeOptions, decode_to_table
 from ..codec.records.scan import STOP_END, scan_entries
 from ..errors import Location, LogDirError
-from ..codec.files import naming as N
 from ..log.model import PartitionDir, Segment
-from ..storage import mapped_file
 from ..log.swap import NewSegment, replace_segments
+from ..storage import mapped_file
 from .quarantine import Quarantine, write_ranges
 from .validity import first_invalid_entry
 

@@ -28,10 +28,10 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from ..datasource.executors import require_visible, task_errors
-from ..log.discovery import discover
 from ..inspect.verify import VerifyReport, assemble_report
 from ..inspect.verify_partitions import verify_producer_state
 from ..inspect.verify_segments import SegmentCheck, verify_segment
+from ..log.discovery import discover
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -35,16 +35,16 @@ from pathlib import Path
 from typing import Any
 
 from ..codec.files import checkpoints as C
-from ..errors import InvalidOptionError
 from ..codec.files import naming as N
-from ..storage.atomic import disk_errors, read_checkpoint_file, write_checkpoint_file
+from ..errors import InvalidOptionError
 from ..log.discovery import discover
-from ..storage.lock import ensure_not_locked, hold_lock
-from ..log.topic_config import TopicConfig, configured_partitions
 from ..log.partition_state import (PartitionState, SegmentState, check_high_watermark_source,
                                    partition_state, read_offsets)
-from ..storage import storage_for
 from ..log.selection import command_partitions
+from ..log.topic_config import TopicConfig, configured_partitions
+from ..storage import storage_for
+from ..storage.atomic import disk_errors, read_checkpoint_file, write_checkpoint_file
+from ..storage.lock import ensure_not_locked, hold_lock
 
 Step = Callable[[str], None]
 

@@ -1,4 +1,4 @@
-"""Crash-safe checkpoint file I/O and OS-error mapping (log layer), KAFKA_FORMATS §11.1.
+"""Crash-safe checkpoint file I/O and OS-error mapping (storage layer), KAFKA_FORMATS §11.1.
 
 Kafka writes checkpoint files, ``partition.metadata`` and ``meta.properties`` as: write
 ``<path>.tmp`` → flush → fsync → atomic rename over the target → fsync the parent directory.

@@ -24,8 +24,8 @@ from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
-from ..errors import Location, LogDirError
 from ..codec.files.naming import TMP_SUFFIX
+from ..errors import Location, LogDirError
 
 if TYPE_CHECKING:  # numpy is imported when a file is first mapped: the CLI's start stays light
     import numpy as np

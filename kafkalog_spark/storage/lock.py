@@ -1,4 +1,4 @@
-"""The log dir's ``.lock`` (log layer): who holds it, and taking it the way a broker does.
+"""The log dir's ``.lock`` (storage layer): who holds it, and taking it the way a broker does.
 
 A broker keeps ``<log dir>/.lock`` locked for its lifetime with ``FileChannel.tryLock()``
 (KAFKA_FORMATS §11.6), which the JVM implements on Linux/macOS as a POSIX ``fcntl`` record lock
@@ -20,8 +20,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from ..errors import Location, LogDirError, LogDirLockedError
 from ..codec.files.naming import LOCK_FILE
+from ..errors import Location, LogDirError, LogDirLockedError
 from .options import refuse
 from .paths import as_path
 from .seam import is_local, storage_for, user_paths

@@ -1,4 +1,4 @@
-"""Object-store options and errors (log layer): the names users give endpoints, regions and
+"""Object-store options and errors (storage layer): the names users give endpoints, regions and
 credentials, the ``pyarrow.fs`` client they build (S3, GCS, Azure; unset options fall to the
 store's own provider chain), and the client's errors as the seam raises them.
 

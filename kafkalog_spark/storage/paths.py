@@ -1,4 +1,4 @@
-"""Object-store paths (log layer): ``s3://``, ``gs://``, ``abfs[s]://`` URIs as path objects.
+"""Object-store paths (storage layer): ``s3://``, ``gs://``, ``abfs[s]://`` URIs as path objects.
 
 :class:`ObjectPath` behaves like the ``pathlib`` paths the package joins and names (``/``,
 ``name``, ``parent``, ``suffix``...) but is *not* ``os.PathLike``: handing one to ``open`` or

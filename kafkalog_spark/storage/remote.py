@@ -1,4 +1,4 @@
-"""Object storage behind the storage seam (log layer): S3, GCS and Azure through ``pyarrow.fs``.
+"""Object storage behind the storage seam (storage layer): S3, GCS and Azure through ``pyarrow.fs``.
 
 :class:`RemoteStorage` implements the seam's methods (see ``storage.py``) on a
 ``pyarrow.fs.FileSystem`` for paths given as :class:`~.object_path.ObjectPath`. What an object
@@ -24,11 +24,11 @@ from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from ..errors import Location, LogDirError
+from .local import LOCAL
+from .options import build_filesystem, refuse, store_error
+from .paths import ObjectPath, is_remote
 from .remote_io import (FetchProgress, RemoteEntry, RemoteStat, RequestCounter, coalesce,
                         match_parts, remote_stat)
-from .options import build_filesystem, refuse, store_error
-from .local import LOCAL
-from .paths import ObjectPath, is_remote
 
 if TYPE_CHECKING:
     import numpy as np
@@ -290,8 +290,9 @@ class RemoteStorage:
         """The whole object as an array filling in the background (:data:`PART_BYTES` parts,
         :data:`FETCH_THREADS` GETs at a time, front to back; :class:`FetchProgress` says how
         much is there), so decoding the front overlaps fetching the rest."""
-        import numpy as np
         from concurrent.futures import ThreadPoolExecutor
+
+        import numpy as np
 
         p = _obj(path)
         parts = [(s, min(size, s + PART_BYTES)) for s in range(0, size, PART_BYTES)]

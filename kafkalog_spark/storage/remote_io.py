@@ -1,4 +1,4 @@
-"""Object-store I/O helpers (log layer): listing entries that answer like ``os.DirEntry``,
+"""Object-store I/O helpers (storage layer): listing entries that answer like ``os.DirEntry``,
 request accounting, and the coalescing of byte ranges into ranged GETs."""
 
 from __future__ import annotations

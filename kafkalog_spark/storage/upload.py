@@ -1,4 +1,4 @@
-"""New log dirs on object storage (log layer): written on a local disk, then uploaded whole.
+"""New log dirs on object storage (storage layer): written on a local disk, then uploaded whole.
 
 An object store has no rename, so a log dir cannot be assembled in place and published
 atomically the way :mod:`.publish` does on a disk. :func:`write_remote` writes the log dir into
@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from ..errors import LogDirError, Location
 from ..codec.files.naming import WRITING_MARKER
-from .paths import ObjectPath
+from ..errors import Location, LogDirError
 from .local import LOCAL
+from .paths import ObjectPath
 from .seam import storage_for
 
 

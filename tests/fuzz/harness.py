@@ -217,7 +217,8 @@ def _text(rng, data: bytes) -> str:
 
 
 def t_offset_checkpoint(rng, data, _):
-    from kafkalog_spark.codec.files.checkpoints import format_offset_checkpoint, parse_offset_checkpoint
+    from kafkalog_spark.codec.files.checkpoints import (format_offset_checkpoint,
+                                                        parse_offset_checkpoint)
 
     offsets = parse_offset_checkpoint(_text(rng, data), file="fz-checkpoint")
     try:

@@ -15,14 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from kafkalog_spark.codec.compression.framings import _DECODERS, _ENCODERS
-from kafkalog_spark.codec.layout import (
-    CODEC_GZIP,
-    CODEC_LZ4,
-    CODEC_NAMES,
-    CODEC_NONE,
-    CODEC_SNAPPY,
-    CODEC_ZSTD,
-)
+from kafkalog_spark.codec.layout import (CODEC_GZIP, CODEC_LZ4, CODEC_NAMES, CODEC_NONE,
+                                         CODEC_SNAPPY, CODEC_ZSTD)
 from kafkalog_spark.errors import CompressionError, Location, MissingCodecError
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024

@@ -34,12 +34,7 @@ import threading
 import zlib
 from typing import Any, Callable
 
-from kafkalog_spark.codec.layout import (
-    CODEC_GZIP,
-    CODEC_LZ4,
-    CODEC_SNAPPY,
-    CODEC_ZSTD,
-)
+from kafkalog_spark.codec.layout import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD
 from kafkalog_spark.errors import CompressionError, Location
 
 _INT32_BE = struct.Struct(">i")

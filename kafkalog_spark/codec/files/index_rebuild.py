@@ -14,8 +14,8 @@ from ...errors import CorruptIndexError
 from .. import layout as L
 from .._jit import njit
 from ..records.crc import verify_crcs
-from .index import DEFAULT_INDEX_INTERVAL_BYTES, OffsetIndex, TimeIndex, TxnIndex, _loc
 from ..records.scan import as_uint8, scan_entries
+from .index import DEFAULT_INDEX_INTERVAL_BYTES, OffsetIndex, TimeIndex, TxnIndex, _loc
 
 _OK = 0
 _INDEX_OFFSET_NOT_INCREASING = 1  # OffsetIndex.append: InvalidOffsetException

@@ -1,4 +1,4 @@
-"""File and directory names (log layer): segment files, partition dirs, log-dir-level files.
+"""File and directory names (codec layer): segment files, partition dirs, log-dir-level files.
 
 Kafka's rules (KAFKA_FORMATS §8)::
 
@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ...errors import InvalidOptionError, LogDirError, Location
+from ...errors import InvalidOptionError, Location, LogDirError
 
 OFFSET_DIGITS = 20  # LogFileUtils.filenamePrefixFromOffset: min 20 integer digits
 EPOCH_DIGITS = 10  # raft Snapshots: <end offset>-<epoch>.checkpoint

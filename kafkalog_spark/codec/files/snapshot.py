@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...errors import (CorruptIndexError, CorruptRecordError, InvalidOptionError, KafkaLogError,
-                      Location, UnsupportedFormatError)
+                       Location, UnsupportedFormatError)
 from .. import layout as L
 from .._bytes import load_i16, load_i32, read_varint, read_varlong
 from ..records.scan import EntryTable, as_uint8, scan_entries

@@ -23,9 +23,8 @@ from .generated_message import Field, _decode, _prefix, _unknown
 # tests/fuzz/harness.py (I.decode_metadata_record, I.decode_end_txn_marker,
 # I.decode_control_record_value)
 from .kraft_records import (CONTROL_RECORD_NAMES, CONTROL_RECORD_VALUES,  # noqa: F401
-                            METADATA_RECORDS, decode_control_record_value,
-                            decode_end_txn_marker, decode_metadata_record)
-
+                            METADATA_RECORDS, decode_control_record_value, decode_end_txn_marker,
+                            decode_metadata_record)
 
 # --- __consumer_offsets (§17.1) ------------------------------------------------------------
 

@@ -28,9 +28,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import layout as L
-from .._bytes import load_i32, load_i64, load_i8, load_u32, read_varint, read_varlong
-from ._encode_kernels import copy_bytes
+from .._bytes import load_i8, load_i32, load_i64, load_u32, read_varint, read_varlong
 from .._jit import njit
+from ._encode_kernels import copy_bytes
 from .crc import crc_range
 
 UNIT_V2 = 0

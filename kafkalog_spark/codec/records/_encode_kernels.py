@@ -34,7 +34,8 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from .. import layout as L
-from .._bytes import size_of_varint, size_of_varlong, store_i16, store_i32, store_i64, write_varint, write_varlong
+from .._bytes import (size_of_varint, size_of_varlong, store_i16, store_i32, store_i64,
+                      write_varint, write_varlong)
 from .._jit import njit
 
 OK = 0

@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _encode_kernels as K
 from .. import layout as L
+from . import _encode_kernels as K
 from .encode_columns import _fail
 
 _CRC = struct.Struct(">I")

@@ -38,8 +38,10 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 
-from . import _decode_kernels as K
+from ...errors import (CorruptRecordError, KafkaLogError, Location, MissingCodecError,
+                       UnsupportedFormatError)
 from .. import layout as L
+from . import _decode_kernels as K
 from .crc import compute_crcs_at
 from .decode_columns import _ChunkColumns, _Units
 from .decode_options import DecodeOptions  # re-exported: callers build options from here
@@ -47,8 +49,6 @@ from .legacy import check_legacy_codec, wrapper_value_range
 from .scan import (STOP_PARTIAL_ENTRY, STOP_SHORT_TAIL, EntryTable, as_uint8, scan_entries,
                    stop_error)
 from .schema import record_schema
-from ...errors import (CorruptRecordError, KafkaLogError, Location,
-                      MissingCodecError, UnsupportedFormatError)
 
 CHUNK_INPUT_BYTES = 64 * 1024 * 1024
 CHUNK_DECOMPRESSED_BYTES = 256 * 1024 * 1024

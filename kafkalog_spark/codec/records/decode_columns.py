@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from . import _decode_kernels as K
 from .. import layout as L
+from . import _decode_kernels as K
 from .crc import CRC32_TABLES
 from .decode_options import DecodeOptions
 from .scan import EntryTable

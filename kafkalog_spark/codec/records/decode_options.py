@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ...errors import InvalidOptionError
 from ..compression.codecs import DEFAULT_MAX_DECOMPRESSED
 from .schema import check_columns, default_columns
-from ...errors import InvalidOptionError
 
 ON_ERROR_CHOICES = ("fail", "skip")
 DEFAULT_MAX_ROWS = 65536

@@ -8,8 +8,8 @@ column conversion, timestamp rules and option checks in :mod:`.encode_columns`.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -18,21 +18,9 @@ import pyarrow as pa
 from .. import layout as L
 from .batch_writer import (EncodedBatches, FixedBatches, _encode, _Header, _Records, encode_empty,
                            encode_fixed)
-from .encode_columns import (
-    _as_binary_array,
-    _as_headers_array,
-    _as_int64_array,
-    _binary,
-    _check_codec,
-    _check_header_fields,
-    _check_range,
-    _fail,
-    _headers,
-    _single,
-    _table_offsets,
-    _table_timestamps,
-    _timestamps_ms,
-)
+from .encode_columns import (_as_binary_array, _as_headers_array, _as_int64_array, _binary,
+                             _check_codec, _check_header_fields, _check_range, _fail, _headers,
+                             _single, _table_offsets, _table_timestamps, _timestamps_ms)
 
 DEFAULT_MAX_BATCH_RECORDS = 1 << 16
 # A broker refuses batches above max.message.bytes (default 1048588, counting the 12-byte log

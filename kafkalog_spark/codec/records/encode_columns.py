@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .. import layout as L
 from ...errors import InvalidOptionError
+from .. import layout as L
 
 _EMPTY_BITS = np.zeros(0, dtype=np.uint8)
 _EMPTY_OFFSETS = np.zeros(1, dtype=np.int64)

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import CorruptRecordError, Location, UnsupportedFormatError
 from .. import layout as L
 from .._bytes import load_i32
-from ...errors import CorruptRecordError, Location, UnsupportedFormatError
 
 # zstd (4) exists only for magic 2; 5-7 are unknown everywhere (CR/CompressionType.forId)
 LEGACY_MAX_CODEC = L.CODEC_LZ4

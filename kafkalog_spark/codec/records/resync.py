@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import layout as L
-from .._bytes import load_i16, load_i32, load_i64, load_i8, load_u32
+from .._bytes import load_i8, load_i16, load_i32, load_i64, load_u32
 from .._jit import njit
 from .crc import compute_crcs_at
 from .scan import as_uint8

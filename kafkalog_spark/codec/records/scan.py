@@ -16,10 +16,10 @@ from functools import cached_property
 
 import numpy as np
 
-from .. import layout as L
 from ...errors import (CorruptRecordError, KafkaLogError, Location, TruncatedDataError,
-                      UnsupportedFormatError)
-from .._bytes import load_i16, load_i32, load_i64, load_i8, load_u32
+                       UnsupportedFormatError)
+from .. import layout as L
+from .._bytes import load_i8, load_i16, load_i32, load_i64, load_u32
 from .._jit import njit
 
 # Why a walk stopped. ``STOP_END`` is the only clean outcome.

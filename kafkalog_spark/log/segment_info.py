@@ -1,0 +1,114 @@
+"""What one segment holds (log layer): :class:`SegmentInfo` (entry count, offsets, timestamps,
+magic and codecs, producer ids) read from its batch headers only — :func:`describe_segment`, for
+``info``, ``verify`` and the planners."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..codec import layout as L
+from ..codec.files import naming as N
+from ..codec.records.scan import STOP_END, STOP_SIZE_TOO_SMALL, scan_entries, stop_error
+from ..errors import KafkaLogError, Location
+from ..storage import as_path, mapped_file
+from .model import Segment
+
+# --- one segment's contents ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    """What the entry headers of one ``.log`` say (no decompression, no CRC check).
+
+    ``first_offset`` is the first entry's header offset (for a compressed v0/v1 wrapper that is
+    its *last* offset); ``next_offset`` is what Kafka's ``readNextOffset`` returns (last offset
+    + 1, or the base offset of an empty segment). ``records`` is ``None`` when a compressed
+    legacy wrapper hides its message count. ``min_timestamp`` is the smallest header timestamp
+    (v2 base timestamp / v1 message timestamp); timestamps are ``None`` when no entry has one.
+    """
+
+    path: Path
+    base_offset: int
+    size: int
+    batches: int
+    first_offset: int | None
+    last_offset: int | None
+    next_offset: int
+    records: int | None
+    min_timestamp: int | None
+    max_timestamp: int | None
+    magics: tuple[int, ...]
+    codecs: tuple[str, ...]
+    transactional_batches: int
+    control_batches: int
+    valid_bytes: int  # where the walk stopped; == size for a clean segment
+    stop_code: int
+    stop_reason: str
+    zero_tail: bool  # the bytes after valid_bytes are all zero (a preallocated file)
+
+    @property
+    def clean(self) -> bool:
+        """The walk reached the end of the file."""
+        return self.stop_code == STOP_END
+
+    def read_error(self) -> KafkaLogError | None:
+        """The error a read of the whole segment raises where the walk stopped (``None`` when
+        it reached the end): a planner that walked only the headers refuses what the reader
+        would, instead of taking the damage for the end of the log."""
+        return None if self.clean else stop_error(self.stop_code,
+                                                  Location(str(self.path), self.valid_bytes))
+
+
+def describe_segment(segment: Segment | str | os.PathLike[str]) -> SegmentInfo:
+    """Walk the entry headers of one segment's ``.log`` and summarise them.
+
+    The file is memory-mapped read-only; nothing is written.
+
+    Parameters
+    ----------
+    segment : Segment or path
+        A discovered segment, or the path of a ``.log`` file (base offset from its name, else
+        from its first entry).
+
+    Returns
+    -------
+    SegmentInfo
+    """
+    path = as_path(segment.log if isinstance(segment, Segment) else segment)
+    with mapped_file(path) as buf:
+        size = len(buf)
+        table = scan_entries(buf)
+        zero_tail = (table.stop_code == STOP_SIZE_TOO_SMALL
+                     and not buf[table.stop_position:].any())
+    if isinstance(segment, Segment):
+        base = segment.base_offset
+    else:
+        try:
+            base = N.offset_from_file_name(path.name)
+        except KafkaLogError:
+            base = int(table.offset[0]) if len(table) else 0
+    n = len(table)
+    counts = table.count
+    ts_min = table.base_timestamp[table.base_timestamp >= 0]
+    ts_max = table.max_timestamp[table.max_timestamp >= 0]
+    last = int(table.last_offset[-1]) if n else None
+    return SegmentInfo(
+        path=path, base_offset=base, size=size, batches=n,
+        first_offset=int(table.offset[0]) if n else None,
+        last_offset=last,
+        next_offset=last + 1 if last is not None else base,
+        records=int(counts.sum()) if n == 0 or (counts >= 0).all() else None,
+        min_timestamp=int(ts_min.min()) if len(ts_min) else None,
+        max_timestamp=int(ts_max.max()) if len(ts_max) else None,
+        magics=tuple(int(m) for m in np.unique(table.magic)),
+        codecs=tuple(L.CODEC_NAMES.get(int(c), f"unknown({int(c)})")
+                     for c in np.unique(table.codec)),
+        transactional_batches=int(table.is_transactional().sum()),
+        control_batches=int(table.is_control().sum()),
+        valid_bytes=table.stop_position, stop_code=table.stop_code,
+        stop_reason=table.stop_reason, zero_tail=bool(zero_tail),
+    )
