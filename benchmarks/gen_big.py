@@ -45,11 +45,12 @@ import numpy as np
 import pyarrow as pa
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec import checkpoints as C
+from kafkalog_spark.codec.files import checkpoints as C
+from kafkalog_spark.codec.files import properties as M
 from kafkalog_spark.codec.files.index_rebuild import build_indexes
 from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.codec.files.snapshot import ProducerStateTracker
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from real_fixtures import real_fixtures_dir  # noqa: E402
@@ -287,13 +288,13 @@ def generate(root: str | Path, *, partitions: int, segments: int = 10, topics: i
         _write(pdir / N.segment_file_name(offset, N.SNAPSHOT), empty_snapshot)
         _write(pdir / N.LEADER_EPOCH_CHECKPOINT,
                C.format_leader_epoch_checkpoint([C.EpochEntry(0, 0)]))
-        _write(pdir / N.PARTITION_METADATA, C.format_partition_metadata(_topic_id(seed, topic)))
+        _write(pdir / N.PARTITION_METADATA, M.format_partition_metadata(_topic_id(seed, topic)))
         ends[d][(topic, number)] = offset
         result.partitions += 1
     for d, path in enumerate(dirs):
         path.mkdir(parents=True, exist_ok=True)
-        meta = C.MetaProperties(1, CLUSTER_ID, 1, None)
-        _write(path / N.META_PROPERTIES, C.format_meta_properties(meta, date="Thu Jan 01 00:00:00 UTC 2026"))
+        meta = M.MetaProperties(1, CLUSTER_ID, 1, None)
+        _write(path / N.META_PROPERTIES, M.format_meta_properties(meta, date="Thu Jan 01 00:00:00 UTC 2026"))
         for name in (N.RECOVERY_POINT_CHECKPOINT, N.REPLICATION_OFFSET_CHECKPOINT):
             _write(path / name, C.format_offset_checkpoint(ends[d]))
         _write(path / N.LOG_START_OFFSET_CHECKPOINT, C.format_offset_checkpoint({}))

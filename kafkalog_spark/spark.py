@@ -229,7 +229,7 @@ def configured_conf() -> dict[str, str]:
 def _defaults_file(path: str | None) -> dict[str, str]:
     from pyspark.find_spark_home import _find_spark_home
 
-    from .codec.files.checkpoints import parse_java_properties
+    from .codec.files.properties import parse_java_properties
 
     if path is None:
         conf_dir = os.environ.get("SPARK_CONF_DIR") or os.path.join(_find_spark_home(), "conf")

@@ -8,20 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from kafkalog_spark.codec.files.checkpoints import (EpochEntry, MetaProperties, assign_leader_epoch,
-                                                    format_clean_shutdown, format_java_properties,
+from kafkalog_spark.codec.files.checkpoints import (EpochEntry, assign_leader_epoch,
                                                     format_leader_epoch_checkpoint,
-                                                    format_meta_properties,
-                                                    format_offset_checkpoint,
-                                                    format_partition_metadata, java_date_string,
-                                                    load_leader_epochs, parse_checkpoint,
-                                                    parse_clean_shutdown, parse_java_properties,
-                                                    parse_leader_epoch_checkpoint,
-                                                    parse_meta_properties, parse_offset_checkpoint,
-                                                    parse_partition_metadata,
+                                                    format_offset_checkpoint, load_leader_epochs,
+                                                    parse_checkpoint, parse_leader_epoch_checkpoint,
+                                                    parse_offset_checkpoint,
                                                     truncate_epochs_from_end,
-                                                    truncate_epochs_from_start, uuid_from_string,
-                                                    uuid_to_string)
+                                                    truncate_epochs_from_start)
+from kafkalog_spark.codec.files.properties import (MetaProperties, format_clean_shutdown,
+                                                   format_java_properties, format_meta_properties,
+                                                   format_partition_metadata, java_date_string,
+                                                   parse_clean_shutdown, parse_java_properties,
+                                                   parse_meta_properties, parse_partition_metadata,
+                                                   uuid_from_string, uuid_to_string)
 from kafkalog_spark.errors import CorruptCheckpointError, InvalidOptionError, KafkaLogError
 from kafkalog_spark.storage.atomic import (atomic_write_bytes, fsync_dir, read_checkpoint_file,
                                            write_checkpoint_file)

@@ -27,7 +27,7 @@ from cluster import REPO, spark_submit
 
 import kafkalog_spark as kl
 from kafkalog_spark.codec.records.schema import HEADERS_TYPE
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.log.staging import STAGING_INFIX
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]

@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 
 from kafkalog_spark import read_log, verify
-from kafkalog_spark.codec import checkpoints as C
+from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.codec.records.encode import BatchSpec, encode_batch, encode_end_txn_marker
 from kafkalog_spark.codec.files.index_rebuild import build_indexes, build_txn_index
 from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.compaction.compact import compact
 from kafkalog_spark.errors import LogDirLockedError
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.storage.atomic import read_checkpoint_file, write_checkpoint_file
 
 T = 1_700_000_000_000

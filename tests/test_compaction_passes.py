@@ -14,14 +14,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog_spark import verify
-from kafkalog_spark.codec import checkpoints as C
+from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.codec.records.digest import key_digests
 from kafkalog_spark.codec.records.encode import BatchSpec, encode_batch
 from kafkalog_spark.compaction.compact import compact, plan_log_dir
 from kafkalog_spark.compaction.key_map import ENTRY_BYTES, LOAD_FACTOR, KeyMap
 from kafkalog_spark.compaction.rewrite import map_keys
 from kafkalog_spark.errors import InvalidOptionError
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.storage.atomic import read_checkpoint_file
 from kafkalog_spark.log.discovery import discover
 

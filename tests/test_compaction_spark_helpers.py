@@ -12,8 +12,8 @@ import pytest
 
 from kafkalog_spark.compaction.compact import plan_log_dir
 from kafkalog_spark.codec.records.digest import key_digests
-from kafkalog_spark.compaction.rewrite import (cleaned_path, key_rows, retained_offsets_local,
-                                               rewrite_group)
+from kafkalog_spark.compaction.rewrite import key_rows, retained_offsets_local, rewrite_group
+from kafkalog_spark.compaction.cleaned import cleaned_path
 from kafkalog_spark.compaction.key_map import combine_keys
 from kafkalog_spark.compaction.key_shuffle import (bucket_count, buckets_of, key_table, key_task,
                                                    most_rows, retained_task, row_schema)

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from kafkalog_spark.cli import cli
 from kafkalog_spark.errors import InvalidOptionError
-from kafkalog_spark.log import dump_output as dump_module
+from kafkalog_spark.inspect import dump_output as dump_module
 from kafkalog_spark.inspect.dump import DumpOptions
 
 KRAFT = "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data"

@@ -20,7 +20,7 @@ import pytest
 import kafkalog_spark as kl
 from kafkalog_spark.compaction.compact import compact
 from kafkalog_spark.errors import KafkaLogError
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.inspect.verify import verify
 from kafkalog_spark.recovery.recover import recover
 from kafkalog_spark.retention.retain import retain

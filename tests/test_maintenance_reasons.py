@@ -11,10 +11,10 @@ import pytest
 from click.testing import CliRunner
 
 from kafkalog_spark.cli import cli
-from kafkalog_spark.codec import checkpoints as C
+from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.compaction.compact import compact
 from kafkalog_spark.errors import InvalidOptionError
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.storage.atomic import read_checkpoint_file, write_checkpoint_file
 from kafkalog_spark.retention.retain import retain
 from test_compaction import T, build_partition, rec

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kafkalog_spark.errors import LogDirError
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 
 
 def test_offset_prefix_is_twenty_digits() -> None:

@@ -11,8 +11,8 @@ import pytest
 
 import kafkalog_spark as kl
 from kafkalog_spark.codec.files.checkpoints import (parse_leader_epoch_checkpoint,
-                                                    parse_offset_checkpoint,
-                                                    parse_partition_metadata)
+                                                    parse_offset_checkpoint)
+from kafkalog_spark.codec.files.properties import parse_partition_metadata
 from kafkalog_spark.codec.files.index_rebuild import build_indexes
 from kafkalog_spark.codec.records.schema import HEADERS_TYPE
 from kafkalog_spark.errors import InvalidOptionError, LogDirError, LogDirLockedError

@@ -17,10 +17,10 @@ from click.testing import CliRunner
 
 import kafkalog_spark as kl
 from kafkalog_spark.cli import cli
-from kafkalog_spark.codec import checkpoints as C
+from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.errors import InvalidOptionError, LogDirLockedError
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.log.swap import NewSegment, replace_segments
 from kafkalog_spark.inspect.verify import verify
 from kafkalog_spark.recovery.quarantine import read_manifests

@@ -9,9 +9,9 @@ import pyarrow as pa
 import pytest
 
 from kafkalog_spark import read_log, verify, write_log
-from kafkalog_spark.codec import checkpoints as C
+from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.errors import LogDirLockedError
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.storage.atomic import read_checkpoint_file, write_checkpoint_file
 from kafkalog_spark.retention.retain import plan_retention, retain
 

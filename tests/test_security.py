@@ -18,7 +18,7 @@ import pytest
 import kafkalog_spark as kl
 from kafkalog_spark.cli import main
 from kafkalog_spark.errors import LogDirError
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.log.discovery import discover
 
 from test_read_write import records

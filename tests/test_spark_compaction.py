@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from kafkalog_spark import verify
-from kafkalog_spark.codec import checkpoints as C
+from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.compaction.compact import compact
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.storage.atomic import write_checkpoint_file
 from kafkalog_spark.log.staging import STAGING_INFIX
 

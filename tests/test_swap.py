@@ -9,7 +9,7 @@ import pytest
 
 import kafkalog_spark as kl
 from kafkalog_spark.errors import InvalidOptionError
-from kafkalog_spark.log import naming as N
+from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.log.swap import (DISPOSE, RENAME, NewSegment, complete_interrupted_swaps,
                                      plan_swap_recovery, replace_segments, view_after)
 from kafkalog_spark.inspect.verify import verify

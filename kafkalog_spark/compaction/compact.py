@@ -46,10 +46,10 @@ from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
 from ..storage.atomic import read_checkpoint_file, write_checkpoint_file
 from ..storage.lock import ensure_not_locked, hold_lock
+from .cleaned import cleaned_path, cleaned_segments, write_cleaned
 from .key_map import DEFAULT_MEMORY, MIN_MEMORY, KeyMap
 from .plan import CleaningPlan, Skipped, limit_plan, plan_partition
-from .rewrite import (GroupOutput, cleaned_path, cleaned_segments, key_rows, map_keys,
-                      retained_offsets_local, write_cleaned)
+from .rewrite import GroupOutput, key_rows, map_keys, retained_offsets_local
 
 Step = Callable[[str], None]
 ENGINES = ("local", "spark")

@@ -41,9 +41,9 @@ from ..log.model import PartitionDir
 from ..log.selection import command_partitions
 from ..log.swap import complete_interrupted_swaps
 from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
+from .cleaned import cleaned_path
 from .erase_segment import PartitionErase, Step, erase_segment, rescan, swap_in
 from .erase_select import DEFAULT_MAX_KEYS, Selection
-from .rewrite import cleaned_path
 
 
 def erase(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str,

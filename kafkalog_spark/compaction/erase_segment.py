@@ -22,8 +22,9 @@ from ..log.model import PartitionDir, Segment
 from ..log.swap import NewSegment, replace_segments
 from ..storage import mapped_file, storage_for
 from ..storage.atomic import disk_errors
+from .cleaned import cleaned_path
 from .erase_select import Matcher
-from .rewrite import batch_spec, cleaned_path, windows
+from .rewrite import batch_spec, windows
 from .window_output import WindowOutput
 
 Step = Callable[[str], None]

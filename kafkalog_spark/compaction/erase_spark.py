@@ -24,9 +24,9 @@ from ..log.model import PartitionDir, Segment
 from ..log.staging import create_staging_dir, remove_staging_dir
 from ..storage import storage_for
 from ..storage.atomic import disk_errors
+from .cleaned import cleaned_path
 from .erase_segment import PartitionErase, Step, erase_segment, rescan, swap_in
 from .erase_select import Matcher, Selection
-from .rewrite import cleaned_path
 from .spark_job import task_attempt
 
 # (partition index, topic, partition, partition dir, segment, is the log's last segment,

@@ -48,9 +48,10 @@ from ..datasource.executors import require_visible, task_errors
 from ..log.staging import create_staging_dir, remove_staging_dir
 from ..storage import storage_for
 from ..storage.atomic import disk_errors
+from .cleaned import cleaned_path, cleaned_segments, write_cleaned
 from .key_shuffle import bucket_count, key_task, most_rows, retained_task
 from .plan import CleaningPlan, GroupTask
-from .rewrite import GroupOutput, cleaned_path, cleaned_segments, write_cleaned
+from .rewrite import GroupOutput
 
 KEY_CHUNK_BYTES = 512 << 20  # most segment bytes per key-pass map task, roughly
 KEY_CHUNK_ROWS = 8 << 20  # most key rows per map task (about 400 MB while it combines them)

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..codec import layout as L
-from ..codec.files import checkpoints as C
+from ..codec.files import properties as M
 from ..codec.files.naming import check_topic
 from ..codec.records.encode import DEFAULT_MAX_BATCH_BYTES
 from ..errors import InvalidOptionError
@@ -93,7 +93,7 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         if topic is None:
             raise InvalidOptionError("topicId needs the topic option (it names one topic's id)")
         try:
-            C.uuid_from_string(topic_id)
+            M.uuid_from_string(topic_id)
         except ValueError as exc:
             raise InvalidOptionError(f"topicId {topic_id!r} is not a base64url topic id "
                                      f"(22 characters, like Nq2ZD3ATRUu4vhRG2pcSzQ): {exc}") from exc

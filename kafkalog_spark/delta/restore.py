@@ -42,6 +42,7 @@ import pyarrow.compute as pc
 from ..codec import layout as L
 from ..codec.files import checkpoints as C
 from ..codec.files import naming as N
+from ..codec.files import properties as M
 from ..codec.records.encode import BatchSpec, encode_batches
 from ..errors import InvalidOptionError, KafkaLogError, Location, LogDirError
 from ..log.discovery import discover
@@ -305,7 +306,7 @@ class _Writer:
         if not storage_for(meta).exists(meta):
             if self.step is not None:
                 self.step(f"write {meta}")
-            write_checkpoint_file(meta, C.format_partition_metadata(self.topic_id))
+            write_checkpoint_file(meta, M.format_partition_metadata(self.topic_id))
         return self.result
 
 

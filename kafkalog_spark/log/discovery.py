@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ..codec.files import naming as N
-from ..codec.files.checkpoints import parse_java_properties
+from ..codec.files.properties import parse_java_properties
 from ..errors import CorruptCheckpointError, KafkaLogError, Location, LogDirError
 from ..storage import is_remote, storage_for, user_paths
 from ..storage.lock import lock_holder
@@ -370,7 +370,7 @@ def _duplicates(found: LogDirs) -> tuple[DuplicateReplica, ...]:
 
 
 def _read_meta_properties(path: Path) -> dict[str, str]:
-    # a summary of the raw keys; checkpoints.parse_meta_properties validates them for writers
+    # a summary of the raw keys; properties.parse_meta_properties validates them for writers
     try:
         data = storage_for(path).read_bytes(path, limit=META_PROPERTIES_MAX_BYTES + 1)
     except OSError as exc:

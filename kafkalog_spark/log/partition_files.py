@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..codec.files import checkpoints as C
 from ..codec.files import naming as N
+from ..codec.files import properties as M
 from ..codec.files.snapshot import ProducerStateTracker, read_snapshot
 from ..errors import LogDirError
 from ..storage import mapped_file, storage_for
@@ -57,7 +58,7 @@ def write_partition_files(pdir: Path, existing: PartitionDir | None, result: Par
     if not storage_for(meta).exists(meta):  # an existing partition keeps its topic id
         tid = topic_id_for(log_dir, result.topic, topic_id)
         say(step, f"write {pdir.name}/{N.PARTITION_METADATA}")
-        write_checkpoint_file(meta, C.format_partition_metadata(tid))
+        write_checkpoint_file(meta, M.format_partition_metadata(tid))
 
     if result.segments:
         say(step, f"write {pdir.name} producer snapshot")
@@ -92,14 +93,14 @@ def _topic_id_in(log_dir: Path, topic: str) -> str | None:
         except LogDirError:
             continue
         if parsed.topic == topic and parsed.kind is None:
-            meta = read_checkpoint_file(entry, C.parse_partition_metadata)
-            return C.uuid_to_string(meta.topic_id)
+            meta = read_checkpoint_file(entry, M.parse_partition_metadata)
+            return M.uuid_to_string(meta.topic_id)
     return None
 
 
 def _random_topic_id() -> str:
     raw = uuid.uuid4().bytes
-    return C.uuid_to_string(raw)
+    return M.uuid_to_string(raw)
 
 
 def update_log_dir_checkpoints(log_dir: Path, written: list[PartitionWrite],

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..codec.files import naming as N
-from ..codec.files.checkpoints import parse_java_properties
+from ..codec.files.properties import parse_java_properties
 from ..errors import InvalidOptionError, KafkaLogError, Location
 from ..storage import as_path, storage_for, user_paths
 

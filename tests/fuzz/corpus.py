@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 
 import kafkalog_spark as kl
-from kafkalog_spark.codec import compression
+from kafkalog_spark.codec.compression import codecs as compression
 from kafkalog_spark.codec.records.encode import encode_end_txn_marker, encode_record_batches
 from kafkalog_spark.codec.files.index_rebuild import build_txn_index
 

@@ -230,7 +230,7 @@ def t_offset_checkpoint(rng, data, _):
 
 
 def t_epoch_checkpoint(rng, data, _):
-    from kafkalog_spark.codec import checkpoints as K
+    from kafkalog_spark.codec.files import checkpoints as K
 
     entries = K.parse_leader_epoch_checkpoint(_text(rng, data), file="leader-epoch-checkpoint")
     K.load_leader_epochs(entries)
@@ -239,13 +239,13 @@ def t_epoch_checkpoint(rng, data, _):
 
 
 def t_partition_metadata(rng, data, _):
-    from kafkalog_spark.codec.files.checkpoints import parse_partition_metadata
+    from kafkalog_spark.codec.files.properties import parse_partition_metadata
 
     parse_partition_metadata(_text(rng, data), file="partition.metadata").topic_id_text
 
 
 def t_properties(rng, data, _):
-    from kafkalog_spark.codec import checkpoints as K
+    from kafkalog_spark.codec.files import checkpoints as K
 
     text = _text(rng, data)
     K.parse_java_properties(text, file="meta.properties")
@@ -263,7 +263,7 @@ def t_decompress(rng, item, _):
 
 
 def t_internal(rng, item, _):
-    from kafkalog_spark.codec import internal_topics as I
+    from kafkalog_spark.codec.internal import internal_topics as I
 
     decoder, key, value = item
     if rng.random() < 0.6 and value is not None:

@@ -3,7 +3,7 @@ zstd payloads by codec id, loading each codec's Python library only when it is n
 
 What Kafka compresses is the records section of a v2 batch or the value of a v0/v1 wrapper
 message (KAFKA_FORMATS §7.1); this module only turns those bytes into plain bytes and back.
-The framings themselves (layouts, decoders, encoders) are in :mod:`.compression_framings`.
+The framings themselves (layouts, decoders, encoders) are in :mod:`.framings` and :mod:`.zstd`.
 
 Every failure is a :class:`~kafkalog_spark.errors.CompressionError` carrying the caller's
 :class:`~kafkalog_spark.errors.Location`; every decoder is bounded by ``max_size`` before it
@@ -12,14 +12,31 @@ allocates. Codec libraries are imported only when their codec is met.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-from kafkalog_spark.codec.compression.framings import _DECODERS, _ENCODERS
+from kafkalog_spark.codec.compression.framings import (_gzip_decode, _gzip_encode, _lz4_decode,
+                                                       _lz4_encode, _snappy_decode, _snappy_encode)
+from kafkalog_spark.codec.compression.zstd import _zstd_decode, _zstd_encode
 from kafkalog_spark.codec.layout import (CODEC_GZIP, CODEC_LZ4, CODEC_NAMES, CODEC_NONE,
                                          CODEC_SNAPPY, CODEC_ZSTD)
 from kafkalog_spark.errors import CompressionError, Location, MissingCodecError
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
+
+_Decoder = Callable[[Any, memoryview, int, int, "Location | None"], bytes]
+_Encoder = Callable[[Any, memoryview, int, "int | None"], bytes]
+_DECODERS: dict[int, _Decoder] = {
+    CODEC_GZIP: _gzip_decode,
+    CODEC_SNAPPY: _snappy_decode,
+    CODEC_LZ4: _lz4_decode,
+    CODEC_ZSTD: _zstd_decode,
+}
+_ENCODERS: dict[int, _Encoder] = {
+    CODEC_GZIP: _gzip_encode,
+    CODEC_SNAPPY: _snappy_encode,
+    CODEC_LZ4: _lz4_encode,
+    CODEC_ZSTD: _zstd_encode,
+}
 
 _INSTALL_HINTS = {
     CODEC_SNAPPY: ("cramjam", "pip install cramjam"),

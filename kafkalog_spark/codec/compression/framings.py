@@ -30,11 +30,9 @@ The decoders and encoders here take the codec library :mod:`.compression` loaded
 from __future__ import annotations
 
 import struct
-import threading
 import zlib
-from typing import Any, Callable
+from typing import Any
 
-from kafkalog_spark.codec.layout import CODEC_GZIP, CODEC_LZ4, CODEC_SNAPPY, CODEC_ZSTD
 from kafkalog_spark.errors import CompressionError, Location
 
 _INT32_BE = struct.Struct(">i")
@@ -62,15 +60,6 @@ LZ4_KAFKA_BLOCK_SIZE = 64 * 1024
 LZ4_KAFKA_HEADER = LZ4_MAGIC + b"\x60\x40\x82"  # FLG 0x60, BD 0x40 (64 KiB), correct HC
 LZ4_KAFKA_HEADER_MAGIC0 = LZ4_MAGIC + b"\x60\x40\x1a"  # pre-KIP-57 HC, hashed with the magic
 LZ4_DEFAULT_LEVEL = 9  # Kafka's default; level 9 means lz4-java's fast compressor
-
-# --- zstd ----------------------------------------------------------------------------------
-ZSTD_MAGIC = 0xFD2FB528
-ZSTD_SKIPPABLE_MASK = 0xFFFFFFF0
-ZSTD_SKIPPABLE_MAGIC = 0x184D2A50
-ZSTD_BLOCK_MAX = 128 * 1024
-ZSTD_DEFAULT_LEVEL = 3
-_ZSTD_DICT_ID_SIZES = (0, 1, 2, 4)
-_ZSTD_FCS_SIZES = (0, 2, 4, 8)
 
 GZIP_DEFAULT_LEVEL = 6  # java.util.zip.Deflater.DEFAULT_COMPRESSION is zlib's 6
 # java.util.zip.GZIPOutputStream header: magic, deflate, no flags, mtime 0, XFL 0, OS 255 (JDK 16+)
@@ -282,136 +271,3 @@ def _lz4_encode(lib: Any, view: memoryview, magic: int, level: int | None) -> by
             parts.append(packed)
     parts.append(b"\x00\x00\x00\x00")
     return b"".join(parts)
-
-
-# --- zstd ----------------------------------------------------------------------------------
-
-
-def _zstd_frames(view: memoryview, location: Location | None) -> list[tuple[int, int, int]]:
-    """Walk zstd frame and block headers: (start, end, bound on decompressed size) per data
-    frame. The zstandard stream reader stops silently at a truncated frame, so completeness is
-    checked here, before decoding."""
-    frames = []
-    pos, end = 0, len(view)
-    if end == 0:
-        raise CompressionError("zstd payload is empty", location)
-    while pos < end:
-        if end - pos < 8:
-            raise CompressionError(f"zstd frame header at {pos} is truncated", location)
-        frame_magic = _UINT32_LE.unpack_from(view, pos)[0]
-        if frame_magic & ZSTD_SKIPPABLE_MASK == ZSTD_SKIPPABLE_MAGIC:
-            pos += 8 + _UINT32_LE.unpack_from(view, pos + 4)[0]
-            if pos > end:
-                raise CompressionError("zstd skippable frame is truncated", location)
-            continue
-        if frame_magic != ZSTD_MAGIC:
-            raise CompressionError(f"no zstd frame magic at {pos}", location)
-        start = pos
-        fhd = view[pos + 4]
-        single_segment = (fhd >> 5) & 1
-        fcs_code = fhd >> 6
-        fcs_size = 1 if (fcs_code == 0 and single_segment) else _ZSTD_FCS_SIZES[fcs_code]
-        pos += 5 + (0 if single_segment else 1) + _ZSTD_DICT_ID_SIZES[fhd & 3]
-        if end - pos < fcs_size:
-            raise CompressionError(f"zstd frame header at {start} is truncated", location)
-        content_size = int.from_bytes(view[pos:pos + fcs_size], "little") if fcs_size else -1
-        if fcs_size == 2:
-            content_size += 256  # RFC 8878: the 2-byte field is stored minus 256
-        pos += fcs_size
-        bound = 0
-        last = False
-        while not last:
-            if end - pos < 3:
-                raise CompressionError(f"zstd frame at {start} is truncated", location)
-            header = view[pos] | (view[pos + 1] << 8) | (view[pos + 2] << 16)
-            last = bool(header & 1)
-            block_type = (header >> 1) & 3
-            size = header >> 3
-            if block_type == 3:
-                raise CompressionError(f"zstd reserved block type at {pos}", location)
-            # raw: size bytes; RLE: one byte repeated size times; compressed: <= 128 KiB out
-            bound += ZSTD_BLOCK_MAX if block_type == 2 else size
-            pos += 3 + (1 if block_type == 1 else size)
-        if fhd & 0x04:
-            pos += 4  # content checksum
-        if pos > end:
-            raise CompressionError(f"zstd frame at {start} is truncated", location)
-        if content_size > bound:
-            # the library would allocate the declared size before noticing it is a lie
-            raise CompressionError(
-                f"zstd frame at {start} declares {content_size} bytes, its blocks hold at most "
-                f"{bound}", location)
-        frames.append((start, pos, bound))
-    return frames
-
-
-_THREAD_STATE = threading.local()
-
-
-def _zstd_decompressor(zstandard: Any) -> Any:
-    """One decompression context per thread, reused: creating one costs more than decoding a
-    small batch, and a context must not be shared between threads."""
-    dctx = getattr(_THREAD_STATE, "zstd_dctx", None)
-    if dctx is None:
-        dctx = _THREAD_STATE.zstd_dctx = zstandard.ZstdDecompressor()
-    return dctx
-
-
-def _zstd_decode(zstandard: Any, view: memoryview, _magic: int, max_size: int,
-                 location: Location | None) -> bytes:
-    frames = _zstd_frames(view, location)
-    dctx = _zstd_decompressor(zstandard)
-    parts = []
-    produced = 0
-    for start, stop, bound in frames:
-        budget = max_size - produced
-        frame = view[start:stop]
-        if bound <= budget:
-            # the bound makes one exact-size call safe; the library fails if it is exceeded
-            out = dctx.decompress(frame, max_output_size=max(bound, 1))
-        else:
-            out = _zstd_read_bounded(dctx, frame, budget, max_size, location)
-        produced += len(out)
-        parts.append(out)
-    if not parts:
-        return b""
-    return parts[0] if len(parts) == 1 else b"".join(parts)
-
-
-def _zstd_read_bounded(dctx: Any, frame: memoryview, budget: int, max_size: int,
-                       location: Location | None) -> bytes:
-    chunks = []
-    got = 0
-    with dctx.stream_reader(frame, read_size=len(frame)) as reader:
-        while True:
-            chunk = reader.read(min(budget - got + 1, 4 * ZSTD_BLOCK_MAX))
-            if not chunk:
-                break
-            got += len(chunk)
-            if got > budget:
-                raise _too_large("zstd", max_size, location)
-            chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _zstd_encode(zstandard: Any, view: memoryview, _magic: int, level: int | None) -> bytes:
-    # write_content_size=False: zstd-jni's ZstdOutputStream streams, so its frame has no size
-    cctx = zstandard.ZstdCompressor(
-        level=ZSTD_DEFAULT_LEVEL if level is None else level, write_content_size=False)
-    return cctx.compress(view)
-
-
-_Decoder = Callable[[Any, memoryview, int, int, "Location | None"], bytes]
-_Encoder = Callable[[Any, memoryview, int, "int | None"], bytes]
-_DECODERS: dict[int, _Decoder] = {
-    CODEC_GZIP: _gzip_decode,
-    CODEC_SNAPPY: _snappy_decode,
-    CODEC_LZ4: _lz4_decode,
-    CODEC_ZSTD: _zstd_decode,
-}
-_ENCODERS: dict[int, _Encoder] = {
-    CODEC_GZIP: _gzip_encode,
-    CODEC_SNAPPY: _snappy_encode,
-    CODEC_LZ4: _lz4_encode,
-    CODEC_ZSTD: _zstd_encode,
-}
