@@ -12,7 +12,8 @@ import pytest
 from kafkalog_spark.codec.records.scan import (STOP_END, STOP_PARTIAL_ENTRY, STOP_SIZE_TOO_SMALL,
                                                scan_entries)
 from kafkalog_spark.errors import LogDirError
-from kafkalog_spark.log.discovery import describe_segment, discover
+from kafkalog_spark.log.discovery import discover
+from kafkalog_spark.log.segment_info import describe_segment
 
 ANCHOR = "anchor123__kafka/tmp/kafka-logs"
 TUYEN = "tuyen-nnt__kafka_2.13-3.0.0/data/kafka"

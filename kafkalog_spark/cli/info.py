@@ -5,7 +5,7 @@ crash leftovers, the lock status and each topic's effective log-management confi
 source of every value (:func:`kafkalog_spark.log.topic_config.effective_config`: options, config
 file, KRaft metadata log, internal-topic settings, Kafka defaults), as a table or as JSON.
 Builds on
-:func:`kafkalog_spark.log.discovery.discover` and :func:`~kafkalog_spark.log.discovery.describe_segment`;
+:func:`kafkalog_spark.log.discovery.discover` and :func:`~kafkalog_spark.log.segment_info.describe_segment`;
 it opens files only for reading and never changes a byte or a modification time. A path with
 no Kafka data (an empty folder, a stray file named like a segment) is an error saying so, exit
 code 2 (:func:`~kafkalog_spark.log.selection.require_kafka_data`).
@@ -21,8 +21,9 @@ from typing import Any
 import click
 
 from ..errors import KafkaLogError
-from ..log.discovery import describe_segment, discover
+from ..log.discovery import discover
 from ..log.model import LogDir, LogDirs, PartitionDir, Segment
+from ..log.segment_info import describe_segment
 from ..log.selection import require_kafka_data
 from ..log.topic_config import SOURCE_DEFAULT, effective_config, metadata_topic_configs
 from ..report import parse_config_options

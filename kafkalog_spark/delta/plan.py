@@ -29,8 +29,9 @@ from ..codec.files.checkpoints import parse_offset_checkpoint
 from ..codec.files.naming import LOG_START_OFFSET_CHECKPOINT
 from ..datasource.options import STORAGE_PREFIX
 from ..errors import KafkaLogError, Location
-from ..log.discovery import describe_segment, discover
+from ..log.discovery import discover
 from ..log.model import PartitionDir
+from ..log.segment_info import describe_segment
 from ..log.selection import command_partitions
 from ..log.transactions import transaction_view
 from ..storage.atomic import read_checkpoint_file

@@ -16,10 +16,11 @@ from ..codec.records.scan import scan_entries
 from ..errors import CorruptRecordError, InvalidOptionError, Location, LogDirError
 from ..storage import storage_for
 from ..storage.atomic import disk_errors
-from .discovery import _scan_partition_dir, describe_segment
+from .discovery import _scan_partition_dir
 from .model import PartitionDir
 from .partition_files import (PartitionWrite, Step, say, update_log_dir_checkpoints,
                               write_partition_files)
+from .segment_info import describe_segment
 from .staging import StagedPartition, StagedSegment
 
 WRITE_MODES = ("append", "error", "overwrite")
