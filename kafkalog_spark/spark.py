@@ -8,7 +8,7 @@ The master comes from, first that exists: the ``master`` argument, spark-submit 
 session time zone, Arrow) and the ``kafkalog`` data source; a value the user set for one of those is kept, with a warning. A local master also gets
 :data:`LOCAL_CONF` (loopback, no UI, few shuffle partitions, 2 GiB driver) where nothing set
 those keys, and its Python workers run this interpreter. A cluster master is left as
-configured: ship the package to its executors as the README's "On a cluster" says.
+configured: ship the package to its executors as ``docs/cluster.md`` says.
 """
 
 from __future__ import annotations
