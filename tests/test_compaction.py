@@ -414,7 +414,7 @@ def test_partitions_are_swapped_one_at_a_time_and_a_failed_rewrite_leaves_no_cle
     and a typed error naming the file."""
     import errno
 
-    from kafkalog_spark.compaction import rewrite
+    from kafkalog_spark.compaction import cleaned
     from kafkalog_spark.errors import LogDirError
 
     log_dir = tmp_path / "logs"
@@ -422,7 +422,7 @@ def test_partitions_are_swapped_one_at_a_time_and_a_failed_rewrite_leaves_no_cle
     for p in (0, 1):
         build_partition(log_dir, [segment, []], partition=p)
     before = rows(log_dir)
-    real = rewrite.rewrite_group
+    real = cleaned.rewrite_group
     calls = []
 
     def failing(task, retained, sink=None):
@@ -432,7 +432,7 @@ def test_partitions_are_swapped_one_at_a_time_and_a_failed_rewrite_leaves_no_cle
             raise OSError(errno.ENOSPC, "No space left on device")
         return real(task, retained, sink)
 
-    monkeypatch.setattr(rewrite, "rewrite_group", failing)
+    monkeypatch.setattr(cleaned, "rewrite_group", failing)
     with pytest.raises(LogDirError, match="No space left") as err:
         cmp(log_dir, now_ms=T, execute=True)
     assert err.value.location.file.endswith("t-1/00000000000000000000.log.cleaned")
@@ -441,6 +441,6 @@ def test_partitions_are_swapped_one_at_a_time_and_a_failed_rewrite_leaves_no_cle
     assert batches(log_dir / "t-0") != batches(log_dir / "t-1")  # t-0 compacted, t-1 not
     assert (log_dir / "t-1" / N.segment_file_name(0, N.LOG)).read_bytes() == b"".join(segment)
     assert verify(log_dir, deep=True).ok
-    monkeypatch.setattr(rewrite, "rewrite_group", real)
+    monkeypatch.setattr(cleaned, "rewrite_group", real)
     cmp(log_dir, now_ms=T, execute=True)
     assert batches(log_dir / "t-0") == batches(log_dir / "t-1") and len(rows(log_dir)) < len(before)

@@ -1,5 +1,6 @@
-"""Erasing from one segment (log-management layer): scan a segment for the records a
-matcher selects, rewrite it without them (copying unmatched batches' bytes, rebuilding those
+"""Erasing from one segment (log-management layer).
+
+Scan a segment for the records a matcher selects, rewrite it without them (copying unmatched batches' bytes, rebuilding those
 with matches), and swap the rewrite in through the crash-safe ``.cleaned → .swap → live``
 replacement. :mod:`.erase` runs it over partitions locally, :mod:`.erase_spark` as Spark
 tasks; the rules are in :mod:`.erase`'s docstring."""

@@ -4,7 +4,7 @@ rows match", plus the audit fields that name the selection without revealing it.
 
 The predicate speaks DataFusion's SQL — the engine behind delta-rs's DELETE, so the same text
 selects the same records in the log dirs and in the migrate tables. Its columns are the
-decoded record's (``codec.schema``: ``key``, ``value``, ``timestamp``, ``headers``, ``offset``,
+decoded record's (``codec.records.schema``: ``key``, ``value``, ``timestamp``, ``headers``, ``offset``,
 ``partition``, the metadata columns, spelled as the schema spells them: ``producerId = 7``);
 only those it names are decoded. Control records (transaction markers) never match.
 """

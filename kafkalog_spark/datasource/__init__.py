@@ -1,6 +1,8 @@
-"""Spark DataSource ``kafkalog`` (Spark layer): read and write Kafka log dirs as DataFrames.
+"""Spark DataSource ``kafkalog`` (data source layer): read and write Kafka log dirs as DataFrames.
 
-Importing this package imports pyspark; ``import kafkalog_spark`` alone does not.
+May import: ``errors``, ``codec``, ``storage`` and ``log``. Imported by the session helper
+(:mod:`kafkalog_spark.spark`), the engines' Spark jobs, ``cli`` and ``jobs``. Importing this
+package imports pyspark; ``import kafkalog_spark`` alone does not.
 """
 
 from __future__ import annotations

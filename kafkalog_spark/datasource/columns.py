@@ -102,7 +102,7 @@ def _accepts(user: DataType, source: DataType) -> bool:
 
 
 def columns_doc() -> str:
-    """The column table as Markdown (docs/datasource.md), from ``codec.schema``: every column
+    """The column table as Markdown (docs/datasource.md), from ``codec.records.schema``: every column
     a user schema may ask for, with its Spark type as ``.schema(...)`` names it."""
     def without_user_schema(name: str) -> str:
         return ("always" if name in BASE_COLUMNS else "includeHeaders" if name in HEADERS_COLUMN

@@ -1,4 +1,8 @@
-"""Delta Lake migration (Delta layer): Kafka log dirs become Delta tables, incrementally.
+"""Delta Lake migration (engine layer): Kafka log dirs become Delta tables, incrementally.
+
+May import: ``errors``, ``codec``, ``storage``, ``log``, the data source (a migration reads
+through it), ``recovery`` (a restore rebuilds derived files) and ``compaction`` (erase matchers).
+Imported by ``report``, ``cli`` and ``jobs``.
 
 ``kafkalog_spark.delta.migrate(sources, dest, ...)`` (also ``kafkalog migrate SRC DEST`` and
 ``jobs/migrate_delta.py``) writes every record, with every Kafka field kept, to Delta tables

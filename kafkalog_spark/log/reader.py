@@ -157,7 +157,7 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
         Offset window, start inclusive and end exclusive; an int applies to every partition, a
         mapping ``{(topic, partition): offset}`` to the partitions it names.
     include_headers, include_metadata : bool
-        Add the ``headers`` column / the Kafka metadata columns (see ``codec.schema``).
+        Add the ``headers`` column / the Kafka metadata columns (see ``codec.records.schema``).
     include_control : bool
         Also return control records (transaction markers, KRaft control records).
     verify_crc : bool
@@ -168,7 +168,7 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
         (JSON: file, start, end, base_offset, reason), also available from :func:`iter_log`.
     columns : sequence of str, optional
         Return only these columns, in this order: any subset of the base, ``headers`` and
-        metadata columns (``codec.schema.ALL_COLUMNS``), whatever the include flags say. Key,
+        metadata columns (``codec.records.schema.ALL_COLUMNS``), whatever the include flags say. Key,
         value and header bytes not asked for are not copied.
     loose_topic, loose_partition : optional
         The topic-partition of *loose segments*: ``.log`` files named directly outside a

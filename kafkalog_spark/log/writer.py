@@ -84,7 +84,7 @@ def write_log(table: pa.Table | pa.RecordBatch, log_dir: str | os.PathLike[str],
         within a partition and start at or after its current end).
     log_dir : path
         The Kafka log dir (``log.dirs`` entry). An object-store URI (``s3://...``) must be a
-        new prefix: the log dir is written locally, then uploaded (:mod:`.upload`).
+        new prefix: the log dir is written locally, then uploaded (:mod:`kafkalog_spark.storage.upload`).
     topic, partition : optional
         Used for every row when the table has no such column (partition defaults to 0).
     codec : {"none", "gzip", "snappy", "lz4", "zstd"} or int

@@ -41,43 +41,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
-from ..codec.files import checkpoints as C
 from ..codec.files import naming as N
-from ..codec.records.scan import scan_entries
-from ..errors import KafkaLogError
 from ..log import swap
 from ..log.discovery import _classify, _scan_partition_dir, discover
 from ..log.model import LogDir, PartitionDir
 from ..log.selection import command_partitions
 from ..log.staging import STAGING_INFIX
-from ..storage import LOCAL, mapped_file, storage_for
-from ..storage.atomic import read_checkpoint_file
+from ..storage import LOCAL, storage_for
 from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
-from .actions import CUT_TAIL, QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, WRITE_FILE, Action, execute
+from .actions import QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, Action, execute
+from .plan import PartitionOutcome, plan_checkpoints, plan_partition, read_offsets
 from .quarantine import Quarantine
-from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
 from .rehearse import real_paths, rehearse
 from .salvage import execute_salvage, plan_partition_salvage
 from .split import execute_split, plan_partition_splits
-from .validity import first_invalid_entry
 
 Step = Callable[[str], None]
-
-
-@dataclass
-class PartitionOutcome:
-    """One partition's plan and what the log looks like after it."""
-
-    name: str
-    path: str
-    actions: list[Action] = field(default_factory=list)
-    first_base: int = 0
-    log_end: int = 0
-    cut: dict | None = None  # {"file", "position", "base_offset", "reason"}
-    damage: list[dict] = field(default_factory=list)  # --salvage: the ranges dropped, gaps
-    salvage_would_keep: dict | None = None  # default run with a cut: what --salvage keeps
 
 
 @dataclass
@@ -167,7 +146,7 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
     """Plan the recovery of one log dir and, without ``scratch`` (a dry run's private folder
     for rehearsed rewrites), carry it out."""
     execute_plan = scratch is None
-    starts = _read_offsets(log_dir.path / N.LOG_START_OFFSET_CHECKPOINT)
+    starts = read_offsets(log_dir.path / N.LOG_START_OFFSET_CHECKPOINT)
     for part in log_dir.special:
         if part.kind == N.DELETE_DIR:
             report.notes.append(f"{part.path}: partition dir queued for deletion; not recovered")
@@ -267,183 +246,3 @@ def _swap_action(a: swap.SwapAction) -> Action:
     if a.kind == swap.DISPOSE:
         return Action(QUARANTINE_FILE, str(a.path), f"swap pass {a.pass_no}: {a.reason}")
     return Action(RENAME, str(a.path), f"swap pass {a.pass_no}: {a.reason}", target=str(a.target))
-
-
-def _read_offsets(path: Path) -> dict[tuple[str, int], int]:
-    try:
-        return read_checkpoint_file(path, C.parse_offset_checkpoint)
-    except KafkaLogError:
-        return {}  # LogManager treats an unreadable checkpoint as empty
-
-
-# --- one partition -------------------------------------------------------------------------------
-
-
-def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0) -> PartitionOutcome:
-    """Plan steps 2-6 of the module docstring for one partition (swap passes already applied or
-    simulated in ``part``)."""
-    out = PartitionOutcome(part.name, str(part.path))
-    for p in part.leftovers:
-        if not p.name.endswith(f".{N.CHECKPOINT}.{N.DELETED}"):
-            out.actions.append(Action(QUARANTINE_FILE, str(p), "leftover of an interrupted write"))
-    for p in part.orphan_indexes:
-        out.actions.append(Action(QUARANTINE_FILE, str(p), "index file without its .log "
-                                  "(LogLoader deletes it)"))
-    segs = list(part.segments)
-    if not segs:
-        return out
-    out.first_base = segs[0].base_offset
-    ends: list[int] = []
-    epochs: list[tuple[np.ndarray, np.ndarray]] = []  # (leader epoch, base offset) of v2 batches
-    cut: tuple[int, int, str, int | None] | None = None  # (segment, position, reason, base)
-    prev_last: int | None = None
-    for i, seg in enumerate(segs):
-        with mapped_file(seg.log) as buf:
-            found, table, k = first_invalid_entry(buf, seg.base_offset, prev_last)
-        keep = slice(0, k)
-        v2 = table.magic[keep] == 2
-        epochs.append((table.leader_epoch[keep][v2], table.offset[keep][v2]))
-        if k:
-            prev_last = int(table.last_offset[k - 1])
-        if found is not None:
-            ends.append(found[0])
-            cut = (i, found[0], found[1], found[2])
-            break
-        ends.append(seg.log_size)
-    valid, corrupt = read_snapshots(part)
-    while True:  # a marker Kafka cannot parse moves the cut earlier; replay again
-        kept = segs[:len(ends)]
-        leo = _log_end(kept[-1], ends[-1])
-        usable = {o: v for o, v in valid.items() if o <= leo}
-        replay = replay_partition(kept, ends, usable, targets=[leo])
-        if replay.error is None:
-            break
-        i, pos = replay.error_segment, replay.error.position or 0
-        ends = ends[:i + 1]
-        ends[i] = pos
-        epochs = epochs[:i + 1]
-        cut = (i, pos, replay.error.reason, replay.error.base_offset)
-        with mapped_file(segs[i].log) as buf:
-            t = scan_entries(buf, end=pos)
-        v2 = t.magic == 2
-        epochs[i] = (t.leader_epoch[v2], t.offset[v2])
-    out.log_end = leo
-    # 3: later segments (index files first), snapshots beyond the end, then the tail
-    if cut is not None:
-        i, pos, reason, base = cut
-        out.cut = {"file": str(segs[i].log), "position": pos, "base_offset": base, "reason": reason}
-        for seg in reversed(segs[i + 1:]):
-            for p in (seg.index, seg.timeindex, seg.txnindex, seg.log):
-                if p is not None:
-                    out.actions.append(Action(QUARANTINE_FILE, str(p), f"segment after the "
-                                              f"truncation point ({reason} in {segs[i].log.name} "
-                                              f"at byte {pos})"))
-    if cut is not None and cut[1] < segs[cut[0]].log_size:
-        seg = segs[cut[0]]
-        out.actions.append(Action(CUT_TAIL, str(seg.log), f"{cut[2]} at byte {cut[1]}",
-                                  start=cut[1], end=seg.log_size))
-    # 4: indexes
-    for i, seg in enumerate(kept):
-        with mapped_file(seg.log) as buf:
-            out.actions.extend(plan_segment_indexes(
-                seg, buf[:ends[i]], truncated=cut is not None and i == cut[0]))
-        out.actions.extend(plan_txn_index(seg, replay.aborted[i]))
-    # 5: the producer snapshot at the log end
-    producers = any(len(e[0]) for e in epochs) and _has_producers(kept, ends)
-    if (producers or valid or corrupt) and leo not in replay.trusted:
-        path = part.path / N.segment_file_name(leo, N.SNAPSHOT)
-        out.actions.append(Action(WRITE_FILE, str(path), "producer state at the log end offset "
-                                  "replayed from the batch headers",
-                                  content=replay.states[leo].to_bytes()))
-    # only now the other snapshots go: deciding step 5 must not depend on whether a killed
-    # run had already moved them (a snapshot at the log end is replaced by the write itself)
-    for o, (p, why) in sorted(corrupt.items()):
-        if o != leo:
-            out.actions.append(Action(QUARANTINE_FILE, str(p), f"corrupt producer snapshot: {why}"))
-    for o, (p, _) in sorted(valid.items()):
-        if o > leo:
-            out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot beyond the "
-                                      f"log end offset {leo}"))
-        elif o in replay.distrusted and o != leo:
-            out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot contradicts "
-                                      f"the log: {replay.distrusted[o]}"))
-    # 6: leader epochs
-    out.actions.extend(_plan_leader_epochs(part, epochs, out.first_base, leo, log_start_checkpoint))
-    return out
-
-
-def _log_end(seg, end: int) -> int:
-    with mapped_file(seg.log) as buf:
-        t = scan_entries(buf, end=end)
-    return int(t.last_offset[-1]) + 1 if len(t) else seg.base_offset
-
-
-def _has_producers(segs, ends) -> bool:
-    for seg, end in zip(segs, ends):
-        with mapped_file(seg.log) as buf:
-            t = scan_entries(buf, end=end)
-        if ((t.magic == 2) & (t.producer_id >= 0)).any():
-            return True
-    return False
-
-
-def _plan_leader_epochs(part: PartitionDir, epochs, first_base: int, leo: int,
-                        log_start_checkpoint: int) -> list[Action]:
-    path = part.path / N.LEADER_EPOCH_CHECKPOINT
-    try:
-        cache = C.load_leader_epochs(read_checkpoint_file(path, C.parse_leader_epoch_checkpoint))
-    except KafkaLogError:
-        cache = []
-    for ple, base in epochs:
-        for e, o in zip(ple.tolist(), base.tolist()):
-            if e >= 0:
-                cache = C.assign_leader_epoch(cache, e, o)
-    cache = C.truncate_epochs_from_end(cache, leo)
-    cache = C.truncate_epochs_from_start(cache, min(max(log_start_checkpoint, first_base), leo))
-    content = C.format_leader_epoch_checkpoint(cache).encode()
-    fs = storage_for(path)
-    if fs.exists(path) and fs.read_bytes(path) == content:
-        return []
-    if not fs.exists(path) and not cache:
-        return []
-    return [Action(WRITE_FILE, str(path), f"leader epochs from the batch headers ({len(cache)} "
-                   "entries)", content=content)]
-
-
-# --- log dir checkpoints -------------------------------------------------------------------------
-
-
-def plan_checkpoints(log_dir: Path, ends: dict[tuple[str, int], tuple[int, int]]) -> list[Action]:
-    """Offset checkpoint rewrites so every entry fits the recovered logs (see module docstring);
-    a file that does not parse is rewritten with the entries a broker would read from it
-    (none)."""
-    actions = []
-    starts = _read_offsets(log_dir / N.LOG_START_OFFSET_CHECKPOINT)
-    for name in N.CHECKPOINT_FILES:
-        path = log_dir / name
-        if not storage_for(path).exists(path):
-            continue
-        try:
-            old = read_checkpoint_file(path, C.parse_offset_checkpoint)
-            corrupt = False
-        except KafkaLogError:
-            old, corrupt = {}, True
-        new = dict(old)
-        for tp, (first, leo) in ends.items():
-            if tp not in old:
-                continue
-            v = old[tp]
-            if name in (N.RECOVERY_POINT_CHECKPOINT, N.REPLICATION_OFFSET_CHECKPOINT,
-                        N.LOG_START_OFFSET_CHECKPOINT):
-                new[tp] = min(v, leo)
-            else:
-                log_start = min(max(starts.get(tp, first), first), leo)
-                if not log_start <= v <= leo:
-                    new[tp] = log_start
-        if new != old or corrupt:
-            why = ("unreadable; rewritten with no entries, as a broker reads it" if corrupt
-                   else "offsets capped to the recovered logs")
-            actions.append(Action(WRITE_FILE, str(path), why,
-                                  content=C.format_offset_checkpoint(new).encode()))
-    return actions
-

@@ -1,5 +1,6 @@
-"""The one storage seam (storage layer): every byte the package reads from or writes to a file
-system passes through here — listings, stats, reads and maps, whole-file and streamed writes,
+"""The one storage seam (storage layer).
+
+Every byte the package reads from or writes to a file system passes through here — listings, stats, reads and maps, whole-file and streamed writes,
 fsync, atomic renames and exchanges, removal, directories, locks, and the crash-safe write
 protocols built on them (atomic file replacement, marked uploads).
 

@@ -10,15 +10,9 @@ was for. Callers reach it through :func:`kafkalog_spark.storage.storage_for` (or
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
-import errno
-import fcntl
 import mmap
 import os
 import shutil
-import struct
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
@@ -26,6 +20,7 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from ..codec.files.naming import TMP_SUFFIX
 from ..errors import Location, LogDirError
+from .posix import PosixCalls
 
 if TYPE_CHECKING:  # numpy is imported when a file is first mapped: the CLI's start stays light
     import numpy as np
@@ -37,24 +32,9 @@ READ_BELOW_BYTES = 256 << 10
 copying a few pages (a log dir of 40k small segments: ~50 µs per file mapped)."""
 
 _COPY_CHUNK = 8 << 20
-_RENAME_EXCHANGE = 2  # linux/fs.h
-_AT_FDCWD = -100
-
-# struct flock, as the kernel reads/writes it for F_GETLK (native alignment, 64-bit off_t).
-#   Linux:  short l_type; short l_whence; off_t l_start; off_t l_len; pid_t l_pid;
-#   BSD/macOS: off_t l_start; off_t l_len; pid_t l_pid; short l_type; short l_whence;
-if sys.platform.startswith("linux"):
-    _FLOCK: struct.Struct | None = struct.Struct("@hhqqi4x")
-    _TYPE, _PID = 0, 4
-elif sys.platform == "darwin" or "bsd" in sys.platform:
-    _FLOCK = struct.Struct("@qqihh")
-    _TYPE, _PID = 3, 2
-else:  # pragma: no cover - platforms without POSIX record locks
-    _FLOCK = None
-    _TYPE = _PID = -1
 
 
-class LocalStorage:
+class LocalStorage(PosixCalls):
     """The local file system. Stateless; use the shared instance :data:`LOCAL`."""
 
     # --- listing and metadata ---------------------------------------------------------------
@@ -325,22 +305,6 @@ class LocalStorage:
         """Atomically rename a file or folder (replacing a file at ``dst``)."""
         os.replace(src, dst)
 
-    def exchange(self, a: PathLike, b: PathLike) -> bool:
-        """Atomically exchange two paths (Linux ``renameat2(RENAME_EXCHANGE)``); False when
-        the platform or file system cannot."""
-        name = ctypes.util.find_library("c")
-        try:
-            fn = ctypes.CDLL(name, use_errno=True).renameat2
-        except (OSError, AttributeError, TypeError):
-            return False
-        rc = fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE)
-        if rc == 0:
-            return True
-        err = ctypes.get_errno()
-        if err in (errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.ENOTSUP):
-            return False
-        raise OSError(err, os.strerror(err), os.fspath(b))
-
     def remove(self, path: PathLike, *, missing_ok: bool = False) -> None:
         """Remove a file."""
         try:
@@ -408,55 +372,6 @@ class LocalStorage:
         from pyarrow.fs import LocalFileSystem
 
         return LocalFileSystem()
-
-    # --- the broker's record lock -----------------------------------------------------------
-
-    def lock_owner(self, path: PathLike) -> int | None:
-        """The pid holding a POSIX record lock on the file, asked with ``F_GETLK`` on a
-        read-only descriptor (the file is neither created nor changed); ``None`` when the
-        file is missing or nobody holds it; ``-1`` for an open-file-description lock."""
-        if _FLOCK is None:  # pragma: no cover
-            raise OSError(errno.ENOSYS, "POSIX record locks are not available on this platform",
-                          os.fspath(path))
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return None
-        try:
-            fields = [0] * len(_FLOCK.unpack(bytes(_FLOCK.size)))
-            fields[_TYPE] = fcntl.F_WRLCK  # "could I take an exclusive lock on the whole file?"
-            answer = _FLOCK.unpack(fcntl.fcntl(fd, fcntl.F_GETLK, _FLOCK.pack(*fields)))
-        finally:
-            os.close(fd)
-        if answer[_TYPE] == fcntl.F_UNLCK:
-            return None
-        return int(answer[_PID])
-
-    def lock(self, path: PathLike, *, record: bool = True) -> int | None:
-        """Take an exclusive, non-blocking lock on the file (created empty if missing, never
-        through a symlink when ``record``) and return its descriptor, or ``None`` when another
-        process holds it; :meth:`unlock` releases it.
-
-        ``record=True`` takes a POSIX record lock (``lockf``), the kind a broker's
-        ``FileChannel.tryLock()`` takes; ``record=False`` a BSD ``flock``.
-        """
-        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | (os.O_NOFOLLOW if record else 0)
-        fd = os.open(path, flags, 0o644)
-        try:
-            if record:
-                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            else:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.EACCES, errno.EAGAIN, errno.EWOULDBLOCK):
-                return None
-            raise
-        return fd
-
-    def unlock(self, fd: int) -> None:
-        """Release a lock from :meth:`lock` (closing the descriptor releases it)."""
-        os.close(fd)
 
 
 LOCAL = LocalStorage()

@@ -22,7 +22,7 @@ PathLike = str | os.PathLike[str]
 
 
 def storage_for(path: PathLike | ObjectPath) -> LocalStorage | RemoteStorage:
-    """The storage that holds ``path``: :class:`~.object_store.RemoteStorage` for an
+    """The storage that holds ``path``: :class:`~.remote.RemoteStorage` for an
     ``ObjectPath`` or an object-store URI (with the path's options), else :data:`LOCAL`."""
     if isinstance(path, ObjectPath) or is_remote(path):
         return remote_storage(path)

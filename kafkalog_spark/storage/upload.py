@@ -1,15 +1,16 @@
 """New log dirs on object storage (storage layer): written on a local disk, then uploaded whole.
 
 An object store has no rename, so a log dir cannot be assembled in place and published
-atomically the way :mod:`.publish` does on a disk. :func:`write_remote` writes the log dir into
-a local temporary folder with the ordinary writer, then :func:`upload_log_dir` puts every file
-whole under the destination prefix, marked while it does so: a ``.kafkalog-writing`` object in
-the log dir and in each partition dir is put *before* the first data file and deleted *after*
-the last one. Discovery refuses a log dir or partition dir holding that marker
-(:data:`~.naming.WRITING_MARKER`), so a reader sees a partition only once every file of it is
-there, and a failed or killed upload stays visible as what it is (delete the prefix and write
-again) — never as a partial partition. Only a new (empty) prefix is written: appending to a log
-dir on an object store would change it in place.
+atomically the way :mod:`kafkalog_spark.log.publish` does on a disk. :func:`write_remote` has
+the log dir written into a local temporary folder (by the writer it is given), then
+:func:`upload_log_dir` puts every file whole under the destination prefix, marked while it does
+so: a ``.kafkalog-writing`` object in the log dir and in each partition dir is put *before* the
+first data file and deleted *after* the last one. Discovery refuses a log dir or partition dir
+holding that marker (:data:`~kafkalog_spark.codec.files.naming.WRITING_MARKER`), so a reader
+sees a partition only once every file of it is there, and a failed or killed upload stays
+visible as what it is (delete the prefix and write again) — never as a partial partition. Only
+a new (empty) prefix is written: appending to a log dir on an object store would change it in
+place.
 """
 
 from __future__ import annotations

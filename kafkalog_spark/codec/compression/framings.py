@@ -23,7 +23,7 @@ Each codec has a framing of its own on top of the raw algorithm::
                  size 0 = end mark, then [content checksum]
     zstd    one or more zstd frames, written by a streaming encoder so without content size
 
-The decoders and encoders here take the codec library :mod:`.compression` loaded for them;
+The decoders and encoders here take the codec library :mod:`.codecs` loaded for them;
 :data:`_DECODERS` / :data:`_ENCODERS` map a codec id to them.
 """
 

@@ -1,5 +1,6 @@
-"""zstd payloads of Kafka batches (codec layer): the frame and block header walk that checks a
-payload is complete before decoding (the zstandard stream reader stops silently at a truncated
+"""zstd payloads of Kafka batches (codec layer).
+
+The frame and block header walk checks a payload is complete before decoding (the zstandard stream reader stops silently at a truncated
 frame), bounded decompression with one decompressor per thread, and compression at Kafka's
 default level. Registered with the other codecs in :mod:`.codecs`."""
 

@@ -24,9 +24,9 @@ class DecodeOptions:
     verify_crc : bool
         Check CRC-32 (v0/v1, inner messages of wrappers included) and CRC-32C (v2).
     include_headers, include_metadata : bool
-        Add the ``headers`` column / the Kafka metadata columns (``codec.schema``).
+        Add the ``headers`` column / the Kafka metadata columns (``codec.records.schema``).
     columns : sequence of str, optional
-        Decode only these columns, in this order (any subset of ``codec.schema.ALL_COLUMNS``;
+        Decode only these columns, in this order (any subset of ``codec.records.schema.ALL_COLUMNS``;
         the two flags above then do not matter). Key, value and header bytes not asked for
         are neither sized nor copied. Checked by :func:`~kafkalog_spark.codec.records.schema.check_columns`.
     include_control : bool
