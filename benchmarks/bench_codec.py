@@ -21,12 +21,6 @@ from collections.abc import Callable
 import numpy as np
 import pyarrow as pa
 
-from kafkalog_spark.codec import layout as L
-from kafkalog_spark.codec.compression.codecs import decompress
-from kafkalog_spark.codec.records.crc import verify_crcs
-from kafkalog_spark.codec.records.decode import DecodeOptions, decode_to_table
-from kafkalog_spark.codec.records.encode import encode_record_batches
-from kafkalog_spark.codec.records.scan import scan_entries
 
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
@@ -98,6 +92,15 @@ def consume_with(memory_records_cls, data: bytes) -> int:
 
 
 def main() -> None:
+    # imported here, not at the top: bench_paths --compare generates records with make_table
+    # under checkouts whose modules live elsewhere
+    from kafkalog_spark.codec import layout as L
+    from kafkalog_spark.codec.compression.codecs import decompress
+    from kafkalog_spark.codec.records.crc import verify_crcs
+    from kafkalog_spark.codec.records.decode import DecodeOptions, decode_to_table
+    from kafkalog_spark.codec.records.encode import encode_record_batches
+    from kafkalog_spark.codec.records.scan import scan_entries
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--slow-records", type=int, default=50_000)
@@ -180,6 +183,9 @@ def main() -> None:
 
 
 def _payloads(data: bytes) -> list[memoryview]:
+    from kafkalog_spark.codec import layout as L
+    from kafkalog_spark.codec.records.scan import scan_entries
+
     entries = scan_entries(data)
     view = memoryview(data)
     return [view[p + L.RECORDS_OFFSET:p + s]

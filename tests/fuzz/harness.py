@@ -245,7 +245,7 @@ def t_partition_metadata(rng, data, _):
 
 
 def t_properties(rng, data, _):
-    from kafkalog_spark.codec.files import checkpoints as K
+    from kafkalog_spark.codec.files import properties as K
 
     text = _text(rng, data)
     K.parse_java_properties(text, file="meta.properties")
