@@ -10,6 +10,7 @@ isolation levels, and the broker stopped cleanly so its log dir can be read offl
 from __future__ import annotations
 
 import random
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,7 +44,7 @@ ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 @dataclass
 class OracleRun:
-    """What the broker served, and where its files are (the broker stopped)."""
+    """What the broker served, and a copy of its log dir as it was when the broker stopped."""
 
     log_dir: Path
     consumed: dict[str, dict[tuple[str, int], list[Consumed]]]  # isolation level -> records
@@ -51,7 +52,9 @@ class OracleRun:
     broker_log: str
 
 
-def run_scenario(broker: KafkaBroker, java: JavaProducer, seed: int = 30) -> OracleRun:
+def run_scenario(broker: KafkaBroker, java: JavaProducer, copy_to: Path, seed: int = 30) -> OracleRun:
+    """Run the scenario on a started ``broker``, stop it cleanly and copy its log dir to
+    ``copy_to``."""
     rng = random.Random(seed)
     for name, (partitions, configs) in TOPICS.items():
         broker.create_topic(name, partitions, configs)
@@ -66,7 +69,8 @@ def run_scenario(broker: KafkaBroker, java: JavaProducer, seed: int = 30) -> Ora
     consumed = {iso: consume_all(broker.bootstrap, [*TOPICS, *INTERNAL_TOPICS], iso)
                 for iso in ISOLATION_LEVELS}
     broker.stop()
-    return OracleRun(broker.log_dir, consumed, produced, broker.log_text())
+    shutil.copytree(broker.log_dir, copy_to)
+    return OracleRun(copy_to, consumed, produced, broker.log_text())
 
 
 def _python_topics(bootstrap: str, rng: random.Random, produced: dict[str, int]) -> None:
