@@ -83,10 +83,11 @@ def _end_offsets(bootstrap: str, topic: str) -> dict[tuple[str, int], int]:
 
 
 def _read(spark, fmt: str, options: dict[str, str], path: str | None = None):
-    """``spark.read.format(fmt).options(**options).load([path])``: its schema (JSON) and rows."""
+    """``spark.read.format(fmt).options(**options).load([path])``: its schema (JSON, and as
+    ``simpleString``: names and types, no nullability) and its rows."""
     reader = spark.read.format(fmt).options(**options)
     df = reader.load(path) if path is not None else reader.load()
-    return df.schema.jsonValue(), df.toArrow()
+    return df.schema.jsonValue(), df.schema.simpleString(), df.toArrow()
 
 
 # --- the reads compared ------------------------------------------------------------------------
@@ -125,37 +126,81 @@ def both(kafka_broker, kafka_spark):
     from_log = {case: kafka_spark.run(_read, "kafkalog", opts, str(kafka_broker.log_dir))
                 for case, opts in CASES.items()}
     # the scenario did what it says (else equality proves little)
-    rows = {c: t.num_rows for c, (_, t) in from_kafka.items()}
+    rows = {c: t.num_rows for c, (_, _, t) in from_kafka.items()}
     assert rows["plain"] == sent[PLAIN] and 0 < rows["plain-offsets"] < sent[PLAIN]
     assert rows["txn-committed"] < rows["txn-uncommitted"] == sent[TXN]
     assert rows["compacted"] < sent[COMPACTED]
     return {case: (from_kafka[case], from_log[case]) for case in CASES}
 
 
-def sorted_rows(table: pa.Table) -> list[dict]:
-    return sorted(table.to_pylist(), key=lambda r: tuple(r[c] for c in KEY_COLUMNS))
+def sorted_rows(table: pa.Table, *, empty_headers_as_null: bool = False) -> list[dict]:
+    rows = sorted(table.to_pylist(), key=lambda r: tuple(r[c] for c in KEY_COLUMNS))
+    if empty_headers_as_null:
+        for r in rows:
+            if r.get("headers") == []:
+                r["headers"] = None
+    return rows
 
 
-def types(schema: dict) -> list[tuple[str, object]]:
-    return [(f["name"], f["type"]) for f in schema["fields"]]
+HEADERS_NULL = ("issue 31: a record without headers has headers [] from kafkalog, null from "
+                "Spark's Kafka source (KafkaRecordToRowConverter: no headers -> null)")
+WITH_HEADERS = [c for c, o in CASES.items() if o.get("includeHeaders") == "true"]
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_kafkalog_returns_the_kafka_sources_columns(both, case):
-    (kafka_schema, _), (log_schema, _) = both[case]
-    assert types(log_schema) == types(kafka_schema)
+def test_kafkalog_returns_the_kafka_sources_column_names_and_types(both, case):
+    (_, kafka_types, _), (_, log_types, _) = both[case]
+    assert log_types == kafka_types
+
+
+@pytest.mark.xfail(strict=True, reason="issue 31: nullability differs: kafkalog declares topic, "
+                   "partition, offset, timestampType and a header's key NOT NULL and the headers "
+                   "array without null elements; the Kafka source declares every field nullable")
+def test_kafkalog_schema_equals_the_kafka_sources_with_nullability(both):
+    (kafka_schema, _, _), (log_schema, _, _) = both["plain"]
+
+    def strip(value):  # the column comments are kafkalog's own documentation
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if k != "metadata"}
+        if isinstance(value, list):
+            return [strip(v) for v in value]
+        return value
+
+    assert strip(log_schema) == strip(kafka_schema)
 
 
 @pytest.mark.parametrize("case", list(CASES))
+def test_kafkalog_returns_the_kafka_sources_rows_but_empty_headers(both, case):
+    """Every row and value equal, a record without headers aside ([] here, null there)."""
+    (_, _, kafka_rows), (_, _, log_rows) = both[case]
+    assert (sorted_rows(log_rows, empty_headers_as_null=True)
+            == sorted_rows(kafka_rows, empty_headers_as_null=True))
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=HEADERS_NULL))
+    if c in WITH_HEADERS else c for c in CASES])
 def test_kafkalog_returns_the_kafka_sources_rows(both, case):
-    (_, kafka_rows), (_, log_rows) = both[case]
+    (_, _, kafka_rows), (_, _, log_rows) = both[case]
     assert sorted_rows(log_rows) == sorted_rows(kafka_rows)
 
 
 def test_compacted_topic_has_gaps_both_sides_agree_on(both):
-    (_, kafka_rows), _ = both["compacted"]
-    offsets = sorted_rows(kafka_rows)
+    (_, _, kafka_rows), _ = both["compacted"]
     by_partition: dict[int, list[int]] = {}
-    for r in offsets:
+    for r in sorted_rows(kafka_rows):
         by_partition.setdefault(r["partition"], []).append(r["offset"])
     assert any(o[-1] - o[0] + 1 > len(o) for o in by_partition.values())
+
+
+@pytest.mark.xfail(strict=True, reason="issue 31: kafkalog refuses the Kafka source's "
+                   "connection options (kafka.bootstrap.servers, failOnDataLoss): swapping the "
+                   "format name is not enough")
+def test_swapping_only_the_format_name_reads_the_same(both, kafka_broker, kafka_spark):
+    """The read a notebook wrote for the Kafka source, options and all, with
+    ``format("kafkalog")`` and the log dir as the path: the same rows."""
+    options = {"kafka.bootstrap.servers": "127.0.0.1:9092", **KAFKA_ONLY, **CASES["txn-committed"]}
+    _, _, rows = kafka_spark.run(_read, "kafkalog", options, str(kafka_broker.log_dir))
+    (_, _, kafka_rows), _ = both["txn-committed"]
+    assert sorted_rows(rows, empty_headers_as_null=True) == sorted_rows(
+        kafka_rows, empty_headers_as_null=True)
