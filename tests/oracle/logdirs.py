@@ -189,3 +189,20 @@ def index_entries(path: Path, width: int = 8) -> list[tuple[int, int]]:
     data = Path(path).read_bytes()
     fmt = ">ii" if width == 8 else ">qi"
     return [struct.unpack_from(fmt, data, i) for i in range(0, len(data) - width + 1, width)]
+
+
+def log_offsets_of(log_dir: Path, tp: TopicPartition) -> tuple[int, int]:
+    """``(log start offset, log end offset)`` of a partition as Kafka's loader takes them from
+    its files: the larger of its ``log-start-offset-checkpoint`` entry and its first segment's
+    base offset, and the offset after the last batch of its last non-empty segment."""
+    pdir = partition_dir(log_dir, tp)
+    bases = segment_bases(pdir)
+    start = max(read_checkpoint(Path(log_dir) / LOG_START).get(tp, 0), bases[0])
+    end = bases[-1]
+    for base in reversed(bases):
+        found = batches(pdir / f"{base:020d}.log")
+        if found:
+            h = found[-1].header
+            end = max(end, h["base_offset"] + h["last_offset_delta"] + 1)
+            break
+    return start, end

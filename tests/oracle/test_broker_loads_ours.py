@@ -29,7 +29,7 @@ import kafkalog_spark as kl
 from .broker import CLEAN_SHUTDOWN
 from .clients import Consumed, consume_all, log_offsets, offsets_for_times
 from .compare import differences, records_of, topic_records
-from .logdirs import batches, files, lay_in, partition_dir
+from .logdirs import batches, files, lay_in, log_offsets_of, partition_dir
 from .ours import kafkalog, offsets, read_ours, records_table, renamed_copy
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.spark]
@@ -111,7 +111,8 @@ def _recover(root: Path, rng: random.Random, now: int) -> Source:
 
 def _restore(root: Path, scenario, topic: str, new_topic: str) -> Source:
     """A broker-written topic (transactions committed and aborted, markers, idempotent
-    producers; or a topic its cleaner compacted) migrated with its markers and restored."""
+    producers; a topic its cleaner compacted; one whose log start DeleteRecords moved into a
+    segment) migrated with its markers and restored."""
     src = renamed_copy(scenario.log_dir, topic, new_topic, root / f"{new_topic}-src")
     kafkalog("migrate", "--control", src, root / f"{new_topic}-tables")
     d = root / new_topic
@@ -142,6 +143,7 @@ def sources(tmp_path_factory, oracle_run, spark) -> dict[str, Source]:
             _compact(root, rng, now), _retain(root, rng, now), _recover(root, rng, now),
             _restore(root, oracle_run, "java-txn", "ours-restore-txn"),
             _restore(root, oracle_run, "compacted", "ours-restore-compacted"),
+            _restore(root, oracle_run, "deleted-records", "ours-restore-deleted"),
             _erase(root, oracle_run)]
     return {s.topic: s for s in made}
 
@@ -207,7 +209,7 @@ def served(kafka_broker, sources) -> Served:
 
 
 TOPICS = ["ours-write", "ours-spark", "ours-compact", "ours-retain", "ours-recover",
-          "ours-restore-txn", "ours-restore-compacted", "ours-erase-txn"]
+          "ours-restore-txn", "ours-restore-compacted", "ours-restore-deleted", "ours-erase-txn"]
 
 
 @pytest.mark.parametrize("topic", TOPICS)
@@ -226,6 +228,7 @@ def test_restored_and_erased_topics_keep_the_brokers_records(sources, oracle_run
     erased = {k.encode() for k in ERASED_KEYS}
     for new, old, drop in (("ours-restore-txn", "java-txn", set()),
                            ("ours-restore-compacted", "compacted", set()),
+                           ("ours-restore-deleted", "deleted-records", set()),
                            ("ours-erase-txn", "java-txn", erased)):
         original = {(new, p): [r for r in recs if r.key not in drop] for (t, p), recs
                     in oracle_run.consumed["read_uncommitted"].items() if t == old}
@@ -236,8 +239,12 @@ def test_restored_and_erased_topics_keep_the_brokers_records(sources, oracle_run
 
 @pytest.mark.parametrize("topic", TOPICS)
 def test_broker_log_start_and_end_offsets_are_ours(sources, served, topic):
-    ours = {tp: o for tp, o in offsets(sources[topic].log_dir).items() if tp[0] == topic}
+    """ListOffsets answers the log start and end offsets Kafka's loader takes from our files
+    (and kafkalog info says the same end offsets)."""
+    s = sources[topic]
+    ours = {(topic, p): log_offsets_of(s.log_dir, (topic, p)) for p in range(s.partitions)}
     assert {tp: o for tp, o in served.offsets.items() if tp[0] == topic} == ours
+    assert {tp: o[1] for tp, o in offsets(s.log_dir).items()} == {tp: o[1] for tp, o in ours.items()}
 
 
 @pytest.mark.parametrize("topic", TOPICS)
@@ -273,7 +280,8 @@ def test_broker_loads_our_partitions_without_recovery(sources, served, topic):
         r"Recovering|recovering|Found|Corruption|truncat|Truncat|rebuild|Deleting|corrupt|"
         r"invalid|orphaned|WARN|ERROR", line)]
     assert suspicious == []
-    ends = {tp: end for tp, (_, end) in offsets(sources[topic].log_dir).items() if tp[0] == topic}
+    s = sources[topic]
+    ends = {(topic, p): log_offsets_of(s.log_dir, (topic, p))[1] for p in range(s.partitions)}
     for (t, p), end in ends.items():
         assert any(f"partition={t}-{p}," in line and f"Loading producer state till offset {end}"
                    in line for line in lines), (t, p, end, lines)
