@@ -16,7 +16,9 @@ Ports: two processes may start brokers at once (``./dev test`` runs two pytest p
 side), so a port picked free can be taken before the JVM binds it. The controller quorum is
 static (``controller.quorum.voters``, formatted without ``--standalone``), so the ports live
 only in ``server.properties``: when the broker cannot bind, new ports are picked and the start
-is retried, without formatting again.
+is retried, without formatting again (``servers.ManagedServer.start_on_free_ports``). The broker
+counts as started only when its own JVM holds the listening socket of its port (another run's
+broker, also node 1, answering there does not count: ``servers.listens``).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
-from servers import ServerProcess, free_port
+from servers import ManagedServer, PortInUse, ServerProcess, free_port
 
 NODE_ID = 1
 # a single node: internal topics with one replica and one partition (their defaults of 50
@@ -71,9 +73,11 @@ _BROKER_SETTINGS = {
     "log.cleaner.dedupe.buffer.size": str(16 << 20),
 }
 
-# Log4j2: WARN and up into broker.log, and the log cleaner's INFO lines. Kafka 4.1's cleaner is
-# Java (org.apache.kafka.storage.internals.log): its thread logs "cleaned log ..." as
-# LogCleaner$CleanerThread and its rounds ("Beginning cleaning of log ...") as Cleaner
+# Log4j2: WARN and up into broker.log, and the INFO lines of the log cleaner, the log loader and
+# the log (recovery, producer state, retention). Kafka 4.1's storage code is Java
+# (org.apache.kafka.storage.internals.log): the cleaner's thread logs "cleaned log ..." as
+# LogCleaner$CleanerThread and its rounds ("Beginning cleaning of log ...") as Cleaner; the loader
+# logs "[LogLoader partition=t-0, dir=...] Recovering unflushed segment ..." and the like
 _LOG4J2 = """\
 status = error
 appender.file.type = File
@@ -90,6 +94,10 @@ logger.cleanerthread.name = org.apache.kafka.storage.internals.log.LogCleaner$Cl
 logger.cleanerthread.level = INFO
 logger.cleanerround.name = org.apache.kafka.storage.internals.log.Cleaner
 logger.cleanerround.level = INFO
+logger.loader.name = org.apache.kafka.storage.internals.log.LogLoader
+logger.loader.level = INFO
+logger.unified.name = org.apache.kafka.storage.internals.log.UnifiedLog
+logger.unified.level = INFO
 """
 
 CLEAN_SHUTDOWN = ".kafka_cleanshutdown"
@@ -99,6 +107,10 @@ _BIND_FAILED = ("Address already in use", "BindException")
 
 class BrokerError(RuntimeError):
     """The broker did not come up or go down as asked; the message carries its log's tail."""
+
+
+class BrokerPortInUse(BrokerError, PortInUse):
+    """The broker exited because one of its ports was taken first."""
 
 
 def cluster_id() -> str:
@@ -151,20 +163,19 @@ class KafkaBroker:
             return
         self.root.mkdir(parents=True, exist_ok=True)
         self.log4j_path.write_text(_LOG4J2.format(log=self.log_path))
-        if self.port is None:
-            self._pick_ports()
-        if not (self.log_dir / "meta.properties").exists():
-            self._write_config()
-            self._format()
-        for attempt in range(attempts):
-            self._write_config()
-            try:
-                self._launch(timeout)
-                return
-            except BrokerError as e:
-                if attempt + 1 == attempts or not any(s in str(e) for s in _BIND_FAILED):
-                    raise
+        keep = self.port is not None  # the given port, or the last start's, is tried first
+
+        def launch() -> None:
+            nonlocal keep
+            if not keep:
                 self._pick_ports()
+            keep = False
+            self._write_config()
+            if not (self.log_dir / "meta.properties").exists():
+                self._format()
+            self._launch(timeout)
+
+        ManagedServer.start_on_free_ports(launch, attempts)
 
     def stop(self, timeout: float = 60.0) -> int:
         """A clean shutdown: SIGTERM to the broker's pid and wait for it to exit; returns its
@@ -326,10 +337,13 @@ class KafkaBroker:
         server = ServerProcess("kafka broker", self.root / "broker.out")
         mark = len(self.log_text())
         try:
-            server.start(cmd, self._answers, timeout)
+            server.start(cmd, self._answers, timeout, port=self.port)
         except RuntimeError as e:
+            # the JVM logs its BindException into broker.log, not to its stdout
             tail = self.log_text()[mark:][-3000:]
-            raise BrokerError(f"{e}\nbroker.log:\n{tail}") from None
+            taken = isinstance(e, PortInUse) or any(s in tail for s in _BIND_FAILED)
+            raise (BrokerPortInUse if taken else BrokerError)(f"{e}\nbroker.log:\n{tail}") \
+                from None
         self._server = server
         if not self._exit_hook:
             # a test process that dies without its teardown must not leave a JVM behind

@@ -197,3 +197,37 @@ def consume_all(bootstrap: str, topics: Sequence[str], isolation_level: str,
         return out
     finally:
         consumer.close()
+
+
+def log_offsets(bootstrap: str, topics: Sequence[str]) -> dict[tuple[str, int], tuple[int, int]]:
+    """``(topic, partition) -> (log start offset, end offset)`` as ListOffsets answers (the end:
+    the high watermark, the log end offset of a single-replica partition)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    try:
+        tps = [TopicPartition(t, p) for t in topics
+               for p in sorted(consumer.partitions_for_topic(t) or ())]
+        starts, ends = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+        return {(tp.topic, tp.partition): (starts[tp], ends[tp]) for tp in tps}
+    finally:
+        consumer.close()
+
+
+def offsets_for_times(bootstrap: str, targets: Mapping[tuple[str, int], Sequence[int]]
+                      ) -> dict[tuple[tuple[str, int], int], int | None]:
+    """``((topic, partition), timestamp ms) -> offset`` ListOffsets finds for each target (the
+    first record at or after the timestamp; ``None`` past the last)."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    out: dict[tuple[tuple[str, int], int], int | None] = {}
+    try:
+        rounds = max((len(ts) for ts in targets.values()), default=0)
+        for i in range(rounds):
+            ask = {TopicPartition(*tp): ts[i] for tp, ts in targets.items() if i < len(ts)}
+            for tp, found in consumer.offsets_for_times(ask).items():
+                out[((tp.topic, tp.partition), ask[tp])] = None if found is None else found.offset
+        return out
+    finally:
+        consumer.close()

@@ -10,6 +10,7 @@ import pytest
 from . import maven_jars
 from .broker import KafkaBroker
 from .clients import JavaProducer
+from .scenario import OracleRun, run_scenario
 
 
 @pytest.fixture(scope="session")
@@ -44,3 +45,12 @@ def kafka_broker(kafka_jars, tmp_path_factory):
 def java_producer(kafka_jars, tmp_path_factory):
     """``OracleProducer`` (tests/oracle/java) compiled against the Kafka jars."""
     return JavaProducer(kafka_jars, tmp_path_factory.mktemp("oracle-java")).compile()
+
+
+@pytest.fixture(scope="session")
+def oracle_run(kafka_broker, java_producer, tmp_path_factory) -> OracleRun:
+    """The broker scenario (``scenario.py``), run once per session on the session's broker: what
+    its consumers read, and a copy of its log dir made when it stopped (later tests restart the
+    broker; the copy stays as the scenario left it)."""
+    kafka_broker.start()
+    return run_scenario(kafka_broker, java_producer, tmp_path_factory.mktemp("scenario") / "logs")

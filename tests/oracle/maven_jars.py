@@ -25,6 +25,11 @@ from xml.sax.saxutils import escape
 
 KAFKA_VERSION = "4.1.2"
 LOG4J_VERSION = "2.25.4"
+# the Spark-side sets match the installed pyspark 4.2.0 (pyproject pins pyspark<=4.2.0)
+SPARK_VERSION = "4.2.0"
+SPARK_MINOR = "4.2"
+DELTA_VERSION = "4.4.0"
+HADOOP_VERSION = "3.5.0"  # pyspark 4.2.0's hadoop-client-api/runtime
 # a plugin version named in full, so the goal does not depend on the Maven install's default
 COPY_GOAL = "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies"
 STAMP = ".kafkalog-jars-complete"
@@ -52,6 +57,24 @@ ARTIFACT_SETS: dict[str, ArtifactSet] = {
         f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}",
         f"org.apache.logging.log4j:log4j-core:{LOG4J_VERSION}",
         f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J_VERSION}",
+    )),
+    # delta-spark built for Spark 4.2 (pyspark 4.2.0). The pip package is delta_spark 4.4.1,
+    # but Maven serves no 4.4.1 jar of delta-spark_4.2_2.13 (nor of delta-storage): 4.4.0 is
+    # the newest; the Python API is a thin py4j layer over it. Brings delta-storage and
+    # delta-kernel-*; what else it names, pyspark already ships (spark_jars.spark_jars())
+    "delta": ArtifactSet(DELTA_VERSION, (
+        f"io.delta:delta-spark_{SPARK_MINOR}_2.13:{DELTA_VERSION}",
+    )),
+    # Spark's own Kafka source, the version of the installed pyspark (brings kafka-clients
+    # 3.9.2, spark-token-provider-kafka-0-10, commons-pool2)
+    "spark-kafka": ArtifactSet(SPARK_VERSION, (
+        f"org.apache.spark:spark-sql-kafka-0-10_2.13:{SPARK_VERSION}",
+    )),
+    # s3a://: hadoop-aws of pyspark's bundled Hadoop (hadoop-client-api/runtime 3.5.0 in
+    # pyspark/jars); brings the AWS SDK v2 bundle (2.35.4, ~690 MB: fetched on the machine
+    # that runs the tests into the cache outside the repo, never committed)
+    "hadoop-aws": ArtifactSet(HADOOP_VERSION, (
+        f"org.apache.hadoop:hadoop-aws:{HADOOP_VERSION}",
     )),
 }
 

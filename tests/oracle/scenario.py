@@ -10,6 +10,7 @@ isolation levels, and the broker stopped cleanly so its log dir can be read offl
 from __future__ import annotations
 
 import random
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,15 +36,17 @@ TOPICS: dict[str, tuple[int, dict[str, str]]] = {
     "retention": (1, {**ROLL, "retention.ms": "3600000"}),
     "java-open-txn": (2, ROLL),
 }
-# also compared: the transaction coordinator's own log (written by the broker, not a client)
-INTERNAL_TOPICS = ("__transaction_state",)
+# also compared: the coordinators' own logs (written by the broker, not a client): transactions,
+# and a consumer group's membership and committed offsets
+INTERNAL_TOPICS = ("__transaction_state", "__consumer_offsets")
+GROUP = "oracle-group"
 DELETE_BEFORE = 40  # DeleteRecords moves deleted-records-0's log start here
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 
 
 @dataclass
 class OracleRun:
-    """What the broker served, and where its files are (the broker stopped)."""
+    """What the broker served, and a copy of its log dir as it was when the broker stopped."""
 
     log_dir: Path
     consumed: dict[str, dict[tuple[str, int], list[Consumed]]]  # isolation level -> records
@@ -51,7 +54,9 @@ class OracleRun:
     broker_log: str
 
 
-def run_scenario(broker: KafkaBroker, java: JavaProducer, seed: int = 30) -> OracleRun:
+def run_scenario(broker: KafkaBroker, java: JavaProducer, copy_to: Path, seed: int = 30) -> OracleRun:
+    """Run the scenario on a started ``broker``, stop it cleanly and copy its log dir to
+    ``copy_to``."""
     rng = random.Random(seed)
     for name, (partitions, configs) in TOPICS.items():
         broker.create_topic(name, partitions, configs)
@@ -60,13 +65,15 @@ def run_scenario(broker: KafkaBroker, java: JavaProducer, seed: int = 30) -> Ora
     lines = _java_script(rng, produced)
     java.run(broker.bootstrap, lines, broker.tools_log4j())
     _delete_and_retain(broker, rng, produced)
+    _consumer_group(broker.bootstrap)
     ends = _end_offsets(broker.bootstrap, ["compacted"])
     # the cleaner never touches the active segment: the roll record (the last) is its base
     broker.wait_for_cleaner({tp: end - 1 for tp, end in ends.items()})
     consumed = {iso: consume_all(broker.bootstrap, [*TOPICS, *INTERNAL_TOPICS], iso)
                 for iso in ISOLATION_LEVELS}
     broker.stop()
-    return OracleRun(broker.log_dir, consumed, produced, broker.log_text())
+    shutil.copytree(broker.log_dir, copy_to)
+    return OracleRun(copy_to, consumed, produced, broker.log_text())
 
 
 def _python_topics(bootstrap: str, rng: random.Random, produced: dict[str, int]) -> None:
@@ -162,6 +169,24 @@ def _delete_and_retain(broker: KafkaBroker, rng: random.Random, produced: dict[s
         if time.monotonic() > deadline:
             raise TimeoutError("retention did not delete retention-0's old segments in 60 s")
         time.sleep(0.3)
+
+
+def _consumer_group(bootstrap: str) -> None:
+    """A consumer group (the classic protocol) joins, reads a little of two topics and commits:
+    group metadata and offset commits in __consumer_offsets."""
+    from kafka import KafkaConsumer
+
+    consumer = KafkaConsumer("py-codecs", "java-codecs", bootstrap_servers=bootstrap,
+                             group_id=GROUP, enable_auto_commit=False,
+                             auto_offset_reset="earliest", max_poll_records=20)
+    try:
+        deadline = time.monotonic() + 60
+        while not consumer.poll(timeout_ms=200):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"group {GROUP} read nothing in 60 s")
+        consumer.commit()
+    finally:
+        consumer.close()
 
 
 def _offsets(bootstrap: str, topics: list[str], end: bool) -> dict[tuple[str, int], int]:

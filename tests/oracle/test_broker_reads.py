@@ -8,17 +8,15 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-from collections import defaultdict
 
-import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 
 import kafkalog_spark as kl
 
 from .broker import CLEAN_SHUTDOWN, KafkaBroker
-from .clients import Consumed, consume_all, make_sends, produce_python
-from .scenario import DELETE_BEFORE, INTERNAL_TOPICS, TOPICS, OracleRun, run_scenario
+from .clients import consume_all, make_sends, produce_python
+from .compare import differences, records_of, topic_records
+from .scenario import DELETE_BEFORE, INTERNAL_TOPICS, TOPICS, OracleRun
 
 pytestmark = pytest.mark.broker
 
@@ -28,51 +26,10 @@ TOPIC_PARAMS = list(TOPICS)
 
 
 @pytest.fixture(scope="module")
-def oracle(kafka_broker, java_producer) -> OracleRun:
-    """The scenario, run once on the session's broker (left stopped: its files are read)."""
-    kafka_broker.start()
-    return run_scenario(kafka_broker, java_producer)
-
-
-def records_of(table: pa.Table) -> dict[tuple[str, int], list[Consumed]]:
-    """Our rows in the consumer's terms (timestamps in ms, -1 for none)."""
-    ts = pc.fill_null(pc.divide(pc.cast(table["timestamp"], pa.int64()), 1000), -1)
-    out: dict[tuple[str, int], list[Consumed]] = defaultdict(list)
-    cols = [table[c].to_pylist() for c in ("topic", "partition", "offset", "key", "value",
-                                            "headers", "timestampType")]
-    for (topic, part, offset, key, value, headers, ts_type), t in zip(zip(*cols), ts.to_pylist()):
-        out[(topic, part)].append(Consumed(offset, key, value,
-                                           tuple((h["key"], h["value"]) for h in headers or ()),
-                                           t, ts_type))
-    for recs in out.values():
-        recs.sort(key=lambda r: r.offset)
-    return dict(out)
-
-
-def differences(expected: dict[tuple[str, int], list[Consumed]],
-                got: dict[tuple[str, int], list[Consumed]]) -> list[str]:
-    """Per partition: the offsets only one side has and the first record that differs."""
-    found = []
-    for tp in sorted(set(expected) | set(got)):
-        want = {r.offset: r for r in expected.get(tp, [])}
-        have = {r.offset: r for r in got.get(tp, [])}
-        if want == have:
-            continue
-        missing, extra = sorted(set(want) - set(have)), sorted(set(have) - set(want))
-        line = f"{tp[0]}-{tp[1]}: consumer {len(want)} records, ours {len(have)}"
-        if missing:
-            line += f"; only the consumer has offsets {missing[:10]}{'...' if len(missing) > 10 else ''}"
-        if extra:
-            line += f"; only we have offsets {extra[:10]}{'...' if len(extra) > 10 else ''}"
-        unequal = [o for o in sorted(set(want) & set(have)) if want[o] != have[o]]
-        if unequal:
-            line += f"; {len(unequal)} differ, first: consumer {want[unequal[0]]} ours {have[unequal[0]]}"
-        found.append(line)
-    return found
-
-
-def topic_records(records, topic):
-    return {tp: recs for tp, recs in records.items() if tp[0] == topic}
+def oracle(oracle_run) -> OracleRun:
+    """The scenario, run once for the session (conftest.py), its log dir frozen when the broker
+    stopped."""
+    return oracle_run
 
 
 # --- the scenario did what it claims (else the comparisons below prove little) ----------------
