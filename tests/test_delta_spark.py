@@ -426,3 +426,130 @@ def test_cli_migrate_spark_writer_delta_spark_twice(tmp_path):
     second = kafkalog(*args, env=env)
     assert second.returncode == 0 and json.loads(second.stdout)["commits"] == 0
     assert delta_rows(dest / "orders") == log_rows(logs, topics=["orders"])
+
+
+# --- the standalone cluster: an executor killed mid-task ---------------------------------------
+
+HOLD_DAEMON = textwrap.dedent('''
+    """Test instrumentation (not product code): the executors' Python daemon, run as
+    spark.python.daemon.module. Every task attempt reading a migration's rows for the
+    delta-spark writer leaves a marker file in $KLD_MARKERS naming partition, attempt, task id
+    and worker pid; the first attempt 0 to start then waits (at most 150 s) for the test to
+    kill its executor (its marker ``held-p<partition>-w<pid>``)."""
+    import os, time
+
+    import pyspark.worker as W
+
+    MARKERS = os.environ["KLD_MARKERS"]
+    _done = False
+
+
+    def _claim(name):
+        try:
+            os.close(os.open(os.path.join(MARKERS, name), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            return True
+        except FileExistsError:
+            return False
+
+
+    def _install():
+        from pyspark import TaskContext
+        from kafkalog_spark.delta import spark_job
+
+        read = spark_job._MigrationReader.read
+
+        def held_read(self, partition):
+            c = TaskContext.get()
+            open(os.path.join(MARKERS, f"read-p{c.partitionId()}-a{c.attemptNumber()}"
+                                       f"-t{c.taskAttemptId()}-w{os.getpid()}"), "x").close()
+            if c.attemptNumber() == 0 and _claim("hold"):
+                open(os.path.join(MARKERS, f"held-p{c.partitionId()}-w{os.getpid()}"),
+                     "x").close()
+                deadline, parent = time.monotonic() + 150, os.getppid()
+                while time.monotonic() < deadline and os.getppid() == parent:
+                    time.sleep(0.05)
+            yield from read(self, partition)
+
+        spark_job._MigrationReader.read = held_read
+
+
+    _main = W.main
+
+
+    def main(infile, outfile):
+        global _done
+        if not _done:
+            _install()
+            _done = True
+        return _main(infile, outfile)
+
+
+    W.main = main
+
+    if __name__ == "__main__":
+        from pyspark import daemon
+
+        daemon.manager()
+''')
+
+
+def read_markers(markers: Path) -> list[dict]:
+    out = []
+    for p in markers.glob("read-*"):
+        _, part, att, tid, pid = p.name.split("-")
+        out.append({"partition": int(part[1:]), "attempt": int(att[1:]), "tid": int(tid[1:]),
+                    "pid": int(pid[1:])})
+    return out
+
+
+@pytest.mark.cluster
+def test_delta_spark_job_on_the_cluster_survives_a_killed_executor(spark_cluster, tmp_path):
+    """``spark-submit --jars <delta> jobs/migrate_delta.py --writer delta-spark`` on the
+    standalone cluster: the executor running the first task attempt is SIGKILLed while the
+    task runs (held there by the test daemon, not by timing); Spark runs the task again
+    elsewhere and the job ends with every record once. A rerun commits nothing."""
+    from cluster import spark_submit, spark_submit_background, stop_submit
+    from servers import descendants
+    from test_cluster_faults import wait_gone
+
+    logs, dest = make_logs(tmp_path, orders=600, partitions=2), tmp_path / "delta"
+    jars = delta_jars()
+    inject, markers = tmp_path / "inject", tmp_path / "markers"
+    inject.mkdir()
+    markers.mkdir()
+    (inject / "kld_daemon.py").write_text(HOLD_DAEMON)
+    job = [REPO / "jobs" / "migrate_delta.py", "--writer", "delta-spark", "--topics", "orders",
+           logs, dest]
+    conf = {**DELTA_CONF, "spark.ui.enabled": "false", "spark.task.maxFailures": "4"}
+    proc = spark_submit_background(
+        *job, master=spark_cluster.url, submit_args=["--jars", ",".join(jars)],
+        conf={**conf, "spark.python.daemon.module": "kld_daemon",
+              "spark.executorEnv.PYTHONPATH": str(inject),
+              "spark.executorEnv.KLD_MARKERS": str(markers)},
+        output=tmp_path / "submit.out")
+    try:
+        deadline = time.monotonic() + 240
+        while not list(markers.glob("held-*")):
+            assert proc.poll() is None and time.monotonic() < deadline, \
+                (tmp_path / "submit.out").read_text()[-4000:]
+            time.sleep(0.05)
+        _, part, pid = next(markers.glob("held-*")).name.split("-")
+        held = {"partition": int(part[1:]), "pid": int(pid[1:])}
+        owners = [e for e in spark_cluster.executor_pids() if held["pid"] in descendants(e)]
+        assert len(owners) == 1, "no executor runs the held Python worker"
+        victims = [owners[0], *descendants(owners[0])]
+        os.kill(owners[0], signal.SIGKILL)
+        wait_gone(victims)
+        assert proc.wait(timeout=400) == 0, (tmp_path / "submit.out").read_text()[-4000:]
+    finally:
+        stop_submit(proc)
+    spark_cluster.wait_idle(60)
+    assert any(m["partition"] == held["partition"] and m["attempt"] > 0
+               for m in read_markers(markers)), "the killed task never ran again"
+    rows = delta_rows(dest / "orders")
+    assert_once(rows)
+    assert rows == duckdb_rows(dest / "orders") == log_rows(logs, topics=["orders"])
+    made = len(commits(dest / "orders"))
+    done = spark_submit(*job, master=spark_cluster.url, conf=conf,
+                        submit_args=["--jars", ",".join(jars)])
+    assert '"commits": 0' in done.stdout and len(commits(dest / "orders")) == made
