@@ -52,6 +52,8 @@ def _decoder_class(option: str, value: str | None) -> None:
               help="Decode __transaction_state records as JSON.")
 @click.option("--cluster-metadata-decoder", is_flag=True,
               help="Decode KRaft __cluster_metadata record values as JSON.")
+@click.option("--remote-log-metadata-decoder", is_flag=True,
+              help="Decode tiered storage's __remote_log_metadata record values.")
 @click.option("--skip-record-metadata", is_flag=True,
               help="Print no record metadata (also no control record details).")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="text", show_default=True,
@@ -64,7 +66,7 @@ def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool
             max_message_size: int, max_bytes: int, key_decoder_class: str | None,
             value_decoder_class: str | None, offsets_decoder: bool,
             transaction_log_decoder: bool, cluster_metadata_decoder: bool,
-            skip_record_metadata: bool, fmt: str, storage_options: dict[str, str] | None,
+            remote_log_metadata_decoder: bool, skip_record_metadata: bool, fmt: str, storage_options: dict[str, str] | None,
             progress: bool | None) -> None:
     """Dump .log, .index, .timeindex, .txnindex, .snapshot and KRaft .checkpoint files the way
     kafka-dump-log.sh (Kafka 4.x) prints them. Never changes a file."""
@@ -80,7 +82,8 @@ def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool
     targets = [as_path(t, storage_options) if is_remote(t) else t for t in targets]
     # decoder precedence as in DumpLogSegments.messageParser
     decoder = ("offsets" if offsets_decoder else "transaction-log" if transaction_log_decoder
-               else "cluster-metadata" if cluster_metadata_decoder else "string")
+               else "cluster-metadata" if cluster_metadata_decoder
+               else "remote-log-metadata" if remote_log_metadata_decoder else "string")
     options = DumpOptions(
         deep_iteration=deep_iteration,
         print_data_log=(print_data_log or key_decoder_class is not None

@@ -72,7 +72,8 @@ def render(metrics: dict) -> str:
               default="read_uncommitted", show_default=True,
               help="read_committed leaves out aborted transactions' records and markers.")
 @click.option("--decode-internal/--no-decode-internal", default=True, show_default=True,
-              help="Typed columns for __consumer_offsets / __transaction_state.")
+              help="Typed columns for __consumer_offsets / __transaction_state / "
+                   "__remote_log_metadata.")
 @click.option("--fail-on-data-loss/--no-fail-on-data-loss", default=True, show_default=True,
               help="Stop when retention deleted records not yet migrated.")
 @click.option("--app-id-prefix", default="kafkalog", show_default=True,

@@ -14,5 +14,6 @@ base: :mod:`.layout` — the wire layouts, one definition shared by kernels and 
 * :mod:`.files` — the other files of a log dir: ``.index``/``.timeindex``/``.txnindex``,
   producer snapshots, checkpoint and properties files, and Kafka's file and folder names.
 * :mod:`.internal` — the record schemas of the internal topics (``__consumer_offsets``,
-  ``__transaction_state``, KRaft ``__cluster_metadata``); needs nothing but ``errors``.
+  ``__transaction_state``, KRaft ``__cluster_metadata``, tiered storage's
+  ``__remote_log_metadata``); needs nothing but ``errors``.
 """

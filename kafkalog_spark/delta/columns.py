@@ -8,6 +8,7 @@ typed decoding of Kafka's own topics (:mod:`kafkalog_spark.codec.internal.intern
                       topic/partition/offset/leader epoch/metadata/timestamps, group metadata
                       summary, the full key and value as JSON, a decode error
     transactionState  __transaction_state records: transactional id and every value field
+    remoteLogMetadata __remote_log_metadata records (tiered storage): :mod:`.remote_metadata_column`
 
 Both are null for other topics and for fields a record type does not have; a record that does
 not decode gets its ``decodeError`` set instead of stopping the migration. Every column of a
@@ -35,6 +36,7 @@ from ..codec.internal.internal_topics import (decode_consumer_offsets_key,
 from ..codec.records.schema import record_schema
 from ..errors import KafkaLogError
 from .options import MigrateOptions
+from .remote_metadata_column import REMOTE_LOG_METADATA_TYPE, remote_log_metadata_row
 
 _TS = pa.timestamp("us", tz="UTC")
 CONSUMER_OFFSETS_TYPE = pa.struct([
@@ -62,6 +64,7 @@ TRANSACTION_STATE_TYPE = pa.struct([
 INTERNAL_COLUMNS: dict[str, tuple[str, pa.DataType]] = {
     "consumerOffsets": ("__consumer_offsets", CONSUMER_OFFSETS_TYPE),
     "transactionState": ("__transaction_state", TRANSACTION_STATE_TYPE),
+    "remoteLogMetadata": ("__remote_log_metadata", REMOTE_LOG_METADATA_TYPE),
 }
 
 
@@ -181,6 +184,7 @@ def _transaction_state_row(key: bytes | None, value: bytes | None) -> dict[str, 
 _DECODERS: dict[str, Callable[[bytes | None, bytes | None], dict[str, Any]]] = {
     "__consumer_offsets": _consumer_offsets_row,
     "__transaction_state": _transaction_state_row,
+    "__remote_log_metadata": remote_log_metadata_row,
 }
 
 

@@ -50,8 +50,9 @@ MIGRATE_OPTIONS: tuple[OptionSpec, ...] = (
                "back with their outcome"),
     OptionSpec("isolation_level", "read_uncommitted", "read_committed leaves out records of "
                "aborted transactions and stops each partition at its last stable offset"),
-    OptionSpec("decode_internal", True, "add typed consumerOffsets / transactionState struct "
-               "columns for __consumer_offsets and __transaction_state records"),
+    OptionSpec("decode_internal", True, "add typed consumerOffsets / transactionState / "
+               "remoteLogMetadata struct columns for __consumer_offsets, __transaction_state "
+               "and __remote_log_metadata records"),
     OptionSpec("fail_on_data_loss", True, "stop when retention moved a partition's log start "
                "past the offset already migrated; false: continue from the log start and "
                "record the gap in the metrics"),

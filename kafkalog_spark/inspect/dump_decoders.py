@@ -1,5 +1,6 @@
 """Record details in a dump (inspect layer): control record lines and the key/value printed by the
-string, offsets, transaction-log and cluster-metadata decoders (DumpLogSegments' MessageParsers).
+string, offsets, transaction-log, cluster-metadata and remote-log-metadata decoders
+(DumpLogSegments' MessageParsers).
 
 Decoder JSON comes from :mod:`kafkalog_spark.codec.internal.internal_topics`; record types it has no
 field table for print their bytes as ``"data":null,"raw":"<hex>"`` where Kafka would print the
@@ -14,6 +15,7 @@ from typing import Any
 from ..codec.internal import internal_topics as it
 from ..errors import KafkaLogError, Location
 from .dump_output import DumpRun, compact_json
+from .dump_remote import remote_metadata_json, remote_metadata_text
 
 _CONTROL_LABELS = {2: " LeaderChange: ", 3: " SnapshotHeader ", 4: " SnapshotFooter ",
                    5: " KRaftVersion ", 6: " KRaftVoters "}
@@ -74,6 +76,8 @@ def parse(run: DumpRun, key: bytes | None, value: bytes | None, offset: int) -> 
                 None if value is None else value.decode("utf-8", "replace"))
     if d == "cluster-metadata":
         return None, _metadata_value(value, offset)
+    if d == "remote-log-metadata":  # no keys for metadata records
+        return None, (remote_metadata_json if run.jsonl else remote_metadata_text)(value, offset)
     if key is None:
         run.error(f"Failed to decode message at offset {offset} using the specified decoder "
                   f"(message had a missing key) ({Location(run.arg, None, offset).describe()})")

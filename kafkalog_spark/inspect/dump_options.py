@@ -12,7 +12,7 @@ from ..errors import InvalidOptionError
 
 JAVA_INT_MAX = 2**31 - 1  # Integer.MAX_VALUE: --max-bytes default; only then the trailing-bytes line
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size
-DECODERS = ("string", "offsets", "transaction-log", "cluster-metadata")
+DECODERS = ("string", "offsets", "transaction-log", "cluster-metadata", "remote-log-metadata")
 FORMATS = ("text", "jsonl")
 
 

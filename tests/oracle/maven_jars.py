@@ -58,6 +58,17 @@ ARTIFACT_SETS: dict[str, ArtifactSet] = {
         f"org.apache.logging.log4j:log4j-core:{LOG4J_VERSION}",
         f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J_VERSION}",
     )),
+    # the broker with tiered storage: Kafka's test RemoteStorageManager (LocalTieredStorage) is
+    # in kafka-storage's test jar (classifier "test", served by Maven Central), and it uses
+    # org.apache.kafka.test.TestUtils from kafka-clients' test jar
+    "kafka-tiered": ArtifactSet(KAFKA_VERSION, (
+        f"org.apache.kafka:kafka_2.13:{KAFKA_VERSION}",
+        f"org.apache.kafka:kafka-tools:{KAFKA_VERSION}",
+        f"org.apache.kafka:kafka-storage:{KAFKA_VERSION}:jar:test",
+        f"org.apache.kafka:kafka-clients:{KAFKA_VERSION}:jar:test",
+        f"org.apache.logging.log4j:log4j-core:{LOG4J_VERSION}",
+        f"org.apache.logging.log4j:log4j-slf4j-impl:{LOG4J_VERSION}",
+    )),
     # delta-spark built for Spark 4.2 (pyspark 4.2.0). The pip package is delta_spark 4.4.1,
     # but Maven serves no 4.4.1 jar of delta-spark_4.2_2.13 (nor of delta-storage): 4.4.0 is
     # the newest; the Python API is a thin py4j layer over it. Brings delta-storage and

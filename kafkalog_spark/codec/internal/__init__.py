@@ -1,3 +1,4 @@
-"""Kafka's internal topics' record schemas (codec layer): ``__consumer_offsets``,
-``__transaction_state`` and the KRaft ``__cluster_metadata`` records, decoded from key and
-value bytes. May import: ``errors`` only."""
+"""Kafka's internal topics' record schemas (codec layer): keys and values decoded from bytes.
+
+``__consumer_offsets``, ``__transaction_state``, the KRaft ``__cluster_metadata`` records and
+tiered storage's ``__remote_log_metadata`` records. May import: ``errors`` only."""

@@ -176,15 +176,21 @@ def _read_struct(r: _Reader, fields: tuple[Field, ...], version: int) -> dict[st
 def _decode(buf: Any, pos: int, fields: tuple[Field, ...], version: int, flexible: bool,
             what: str, location: Location | None, exact: bool = True) -> dict[str, Any]:
     """Decode one struct and map every low-level failure to CorruptRecordError."""
+    out, end = _decode_struct(buf, pos, fields, version, flexible, what, location)
+    if exact and end != len(buf):
+        raise CorruptRecordError(
+            f"{what} v{version} has {len(buf) - end} unread trailing bytes", location)
+    return out
+
+
+def _decode_struct(buf: Any, pos: int, fields: tuple[Field, ...], version: int, flexible: bool,
+                   what: str, location: Location | None) -> tuple[dict[str, Any], int]:
+    """One struct and the position after it; low-level failures become CorruptRecordError."""
     r = _Reader(bytes(buf), pos, flexible)
     try:
-        out = _read_struct(r, fields, version)
+        return _read_struct(r, fields, version), r.pos
     except (_Short, ValueError, UnicodeDecodeError, struct.error) as exc:
         raise CorruptRecordError(f"{what} v{version} is malformed: {exc}", location) from exc
-    if exact and r.pos != len(r.buf):
-        raise CorruptRecordError(
-            f"{what} v{version} has {len(r.buf) - r.pos} unread trailing bytes", location)
-    return out
 
 
 def _prefix(buf: Any, what: str, location: Location | None) -> int:

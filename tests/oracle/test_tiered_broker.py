@@ -1,0 +1,159 @@
+"""Kafka itself as the oracle for tiered storage (issue 32): a real 4.1 broker with tiered storage
+on, Kafka's own LocalTieredStorage as its RemoteStorageManager (from the ``kafka-storage`` test
+jar, Maven set ``kafka-tiered``), a topic with ``remote.storage.enable=true`` and a local
+retention of one byte, so every rolled segment is copied to the tier and then deleted locally.
+
+What a consumer fetched from offset 0 while the broker ran (remote segments served through the
+RSM, then the local ones) is what ``read_log(log_dir, remote_tier=...)`` and ``format("kafkalog")``
+read from the stopped broker's files; ``kafkalog dump --remote-log-metadata-decoder`` prints what
+``kafka.tools.DumpLogSegments --remote-log-metadata-decoder`` prints over the broker's
+``__remote_log_metadata`` log, also for record values damaged on purpose.
+
+One broker run per module (about 15 s): its log dir and tier are copied when it stops.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import kafkalog_spark as kl
+
+from . import maven_jars
+from .broker import KafkaBroker
+from .clients import Consumed, consume_all, make_sends, produce_python
+from .compare import differences, records_of
+from .dumps import kafka_dump, our_dump
+
+pytestmark = [pytest.mark.broker]
+
+TOPIC = "tiered"
+PARTITIONS = 2
+ROUNDS = 6  # produce rounds, each rolled into its own segment (segment.ms)
+PER_ROUND = 40
+METADATA_DIR = "__remote_log_metadata-0"
+
+
+def tiered_config(tier: Path) -> dict[str, str]:
+    """Broker settings for tiered storage with LocalTieredStorage (BROKER_ORACLE.md §3)."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name":
+            "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
+        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+        "remote.log.manager.task.interval.ms": "500",
+        "rsm.config.dir": str(tier),
+        "rsm.config.delete.on.close": "false",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "1",
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "1",
+        "log.retention.check.interval.ms": "500",
+    }
+
+
+@dataclass(frozen=True)
+class TieredRun:
+    """The stopped broker's log dir and tier (copies), and what a consumer read from offset 0."""
+
+    log_dir: Path
+    tier: Path
+    consumed: dict[tuple[str, int], list[Consumed]]
+    jars: Path
+    log4j: Path
+
+
+@pytest.fixture(scope="module")
+def tiered_run(tmp_path_factory) -> TieredRun:
+    if shutil.which("java") is None:
+        pytest.skip("'java' is not on PATH: the Kafka broker tests need a JDK (17+)")
+    try:
+        jars = maven_jars.fetch("kafka-tiered")
+    except maven_jars.MavenUnavailable as e:
+        pytest.skip(f"{e} (the tiered broker test needs Maven to fetch the jars once)")
+    root = tmp_path_factory.mktemp("tiered-broker")
+    tier = root / "tier"
+    broker = KafkaBroker(root / "kafka", jars, config=tiered_config(tier))
+    try:
+        broker.start()
+        broker.create_topic(TOPIC, PARTITIONS, {
+            "remote.storage.enable": "true", "local.retention.bytes": "1",
+            "segment.ms": "400", "index.interval.bytes": "1"})
+        rng = random.Random(32)
+        for _ in range(ROUNDS):
+            produce_python(broker.bootstrap, make_sends(rng, TOPIC, PARTITIONS, PER_ROUND), "lz4")
+            time.sleep(0.6)  # past segment.ms: the next round rolls a new segment
+        _wait_offloaded(broker, tier)
+        consumed = consume_all(broker.bootstrap, [TOPIC], "read_uncommitted")
+    finally:
+        if broker.is_running():
+            broker.stop()
+    out = tmp_path_factory.mktemp("tiered-copy")
+    shutil.copytree(broker.log_dir, out / "logs")
+    shutil.copytree(tier, out / "tier")
+    return TieredRun(out / "logs", out / "tier", consumed, jars, broker.tools_log4j())
+
+
+def _wait_offloaded(broker: KafkaBroker, tier: Path, timeout: float = 60.0) -> None:
+    """Until each partition keeps at most two local segments (the rest copied and deleted)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        local = [len(list((broker.log_dir / f"{TOPIC}-{p}").glob("*.log")))
+                 for p in range(PARTITIONS)]
+        remote = len(list(tier.rglob("*.log")))
+        if max(local) <= 2 and remote >= PARTITIONS * (ROUNDS - 2):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"segments not offloaded after {timeout}s: local {local}, "
+                               f"remote {remote}\n{broker.log_text()[-3000:]}")
+        time.sleep(0.3)
+
+
+# --- dump --remote-log-metadata-decoder --------------------------------------------------------
+
+def _metadata_segments(run: TieredRun) -> list[str]:
+    return [str(p) for p in sorted((run.log_dir / METADATA_DIR).glob("*.log"))]
+
+
+def test_dump_remote_log_metadata_decoder_matches_kafka(tiered_run):
+    files = _metadata_segments(tiered_run)
+    flags = ["--remote-log-metadata-decoder"]
+    kafka = kafka_dump(tiered_run.jars, tiered_run.log4j, files, flags)
+    ours = our_dump(files, flags)
+    assert kafka.returncode == 0, kafka.stderr[-2000:]
+    assert "RemoteLogSegmentMetadataUpdate{" in kafka.stdout  # the copies were recorded
+    assert ours.stdout == kafka.stdout
+    assert ours.returncode == 0
+
+
+def _damaged_values(values: list[bytes]) -> list[bytes]:
+    """Real record values, and copies damaged as a broken writer or disk would: another frame
+    version, an unknown api key, a state id no state has, bytes after the message, a
+    truncated message, a negative start offset, an end offset below the start."""
+    seg = next(v for v in values if v[1] == 0)
+    upd = next(v for v in values if v[1] == 1)
+    out = list(values)
+    out.append(b"\x02" + seg[1:])                      # frame version 2
+    out.append(seg[:1] + b"\x07" + seg[2:])            # api key 7
+    out.append(upd[:-2] + b"\x09" + upd[-1:])          # update state 9
+    out.append(seg + b"\x00\x00")                      # garbage after the message
+    out.append(seg[: len(seg) // 2])                   # truncated
+    return out
+
+
+def test_dump_remote_log_metadata_decoder_on_damaged_values_matches_kafka(tiered_run, tmp_path):
+    values = kl.read_log(tiered_run.log_dir / METADATA_DIR).column("value").to_pylist()
+    damaged = tmp_path / "logs"
+    kl.write_log(pa.table({"key": pa.array([None] * (len(values) + 5), pa.binary()),
+                           "value": pa.array(_damaged_values(values), pa.binary())}),
+                 damaged, topic="__remote_log_metadata", partition=0)
+    files = [str(p) for p in sorted((damaged / METADATA_DIR).glob("*.log"))]
+    flags = ["--remote-log-metadata-decoder"]
+    kafka = kafka_dump(tiered_run.jars, tiered_run.log4j, files, flags)
+    ours = our_dump(files, flags)
+    assert kafka.stdout.count("Error at offset") == 5
+    assert ours.stdout.splitlines() == kafka.stdout.splitlines()
