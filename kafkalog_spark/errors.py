@@ -105,6 +105,12 @@ class RemoteStorageError(LogDirError):
     in-place maintenance of a log dir on S3/GCS/Azure is refused; run it on a local copy."""
 
 
+class RemoteTierError(LogDirError):
+    """A remote tier (tiered storage) that does not hold what a read needs: a remote segment
+    the metadata lists is missing or of another size, remote segments that overlap each other,
+    or offsets of the partition's history in no segment (a gap)."""
+
+
 class LogDirLockedError(LogDirError):
     """A live process (a broker) holds the log dir's ``.lock``."""
 

@@ -5,7 +5,7 @@
    ``tempfile``, ``fcntl``, ``pathlib`` I/O methods, pyarrow reading or writing a path without
    the storage's ``filesystem=``).
 2. Rooms point one way (docs/layout.md): errors <- codec (base <- compression, internal <-
-   records <- files) <- storage <- log <- (inspect, datasource, spark) <- (compaction,
+   records <- files) <- storage <- tiered <- log <- (inspect, datasource, spark) <- (compaction,
    retention, recovery, delta) <- report <- (cli, jobs); no import upwards, none sideways but
    the edges of ``SIDEWAYS_ALLOWED``; every room's ``__init__`` says its layer and what it may
    import; no import circles between modules (function-level imports included).
@@ -155,6 +155,9 @@ FLOOR = {
     "codec": 1, "codec.compression": 1.1, "codec.internal": 1.1, "codec.records": 1.2,
     "codec.files": 1.3,
     "storage": 2,
+    # the remote tier of tiered storage: plugin layouts and __remote_log_metadata over the
+    # storage seam; the log model joins its segments to the local ones (tiered/__init__.py)
+    "tiered": 2.5,
     "log": 3,
     "inspect": 4, "datasource": 4, "spark": 4,
     "compaction": 5, "retention": 5, "recovery": 5, "delta": 5,

@@ -148,3 +148,208 @@ def test_migrate_column_types_remote_log_metadata(tmp_path):
     assert rows[1]["stateName"] == "COPY_SEGMENT_FINISHED" and rows[1]["customMetadata"] == b"z"
     assert rows[1]["startOffset"] is None
     assert "unknown frame version 2" in rows[2]["decodeError"]
+
+
+# --- a partition's history: remote segments, then local ones -------------------------------
+
+import shutil  # noqa: E402
+
+import pyarrow as pa  # noqa: E402
+from tiered_fixtures import (offload, set_log_start, tier_folder,  # noqa: E402
+                             topic_id_of)
+
+import kafkalog_spark as kl  # noqa: E402
+from kafkalog_spark.errors import InvalidOptionError, RemoteTierError  # noqa: E402
+
+TOPIC = "events"
+
+
+def _log(tmp_path, partitions=1, n=600):
+    """A log dir of ``partitions`` partitions of ``n`` records each, in segments of ~8 KiB;
+    returns it and what it holds."""
+    log_dir = tmp_path / "logs"
+    rows = [{"partition": p, "key": f"k{i % 7}".encode(), "value": (b"v%05d" % i) * 20}
+            for p in range(partitions) for i in range(n)]
+    kl.write_log(pa.Table.from_pylist(rows), log_dir, topic=TOPIC, segment_bytes=8 << 10,
+                 max_batch_records=20)
+    return log_dir, kl.read_log(log_dir)
+
+
+def _offsets(table, partition=0):
+    return [o for o, p in zip(table.column("offset").to_pylist(),
+                              table.column("partition").to_pylist()) if p == partition]
+
+
+@pytest.mark.parametrize("metadata", [True, False], ids=["metadata", "listing"])
+def test_history_is_remote_then_local_each_offset_once(tmp_path, metadata):
+    log_dir, before = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 4, metadata=metadata)
+    local = kl.read_log(log_dir, topics=[TOPIC])
+    assert _offsets(local)[0] == off.segments[-1][2] + 1  # the log dir alone: only its tail
+    whole = kl.read_log(log_dir, topics=[TOPIC], remote_tier=tmp_path / "tier")
+    assert whole.equals(before.select(whole.column_names))
+    # the kafka-tiered-storage folder itself names the tier too
+    again = kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.folder.parent,
+                        remote_tier_layout="local-tiered-storage")
+    assert again.equals(whole)
+
+
+def test_history_windows_and_columns(tmp_path):
+    log_dir, before = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 3)
+    cut = off.segments[1][1] + 5  # inside the second remote segment
+    t = kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier, start_offset=cut,
+                    end_offset=off.segments[2][2] + 10, columns=["offset", "value"])
+    assert t.column("offset").to_pylist() == list(range(cut, off.segments[2][2] + 10))
+    assert t.column("value").to_pylist() == before.column("value").to_pylist()[
+        cut:off.segments[2][2] + 10]
+
+
+def test_a_segment_held_locally_too_is_read_once(tmp_path):
+    log_dir, before = _log(tmp_path)
+    # the broker copied four segments and deleted only three locally so far
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 4, keep_local=1)
+    whole = kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier)
+    assert _offsets(whole) == list(range(before.num_rows))
+    [part] = [p for p in _parts(log_dir, off.tier) if p.topic == TOPIC]
+    assert part.remote.remote_segments == 3 and len(part.remote.held_locally) == 1
+    assert part.remote.gaps == () and part.remote.overlaps == ()
+
+
+def _parts(log_dir, tier):
+    from kafkalog_spark.log.discovery import discover
+    from kafkalog_spark.log.history import with_remote_tier
+    from kafkalog_spark.tiered.tier import remote_tier
+
+    found = discover(log_dir)
+    return with_remote_tier(list(found.log_dirs[0].partitions), remote_tier(tier), found)
+
+
+def test_a_remote_segment_running_into_the_local_log_is_cut_there(tmp_path):
+    """A remote copy of offsets 0..N whose later part the local log holds in another
+    segmentation (a leader that rolled elsewhere): offsets before the local log from the
+    tier, the rest from the log dir, each once, and the overlap reported."""
+    log_dir, before = _log(tmp_path)
+    pdir = log_dir / f"{TOPIC}-0"
+    logs = sorted(pdir.glob("*.log"))
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 1, metadata=False)
+    seg_id, start, _, _ = off.segments[0]
+    remote = off.folder / f"{start:020d}-{seg_id}.log"
+    remote.write_bytes(remote.read_bytes() + logs[1].read_bytes())  # runs into the local log
+    whole = kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier)
+    assert _offsets(whole) == list(range(before.num_rows))
+    [part] = [p for p in _parts(log_dir, off.tier) if p.topic == TOPIC]
+    assert len(part.remote.overlaps) == 1 and f"{logs[1].stem.lstrip('0')}" in \
+        part.remote.overlaps[0]
+    assert part.segments[0].last_offset == int(logs[1].stem) - 1
+
+
+def test_unfinished_copy_is_not_read_and_its_gap_refused(tmp_path):
+    log_dir, before = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 3, finish=False)
+    with pytest.raises(RemoteTierError, match=r"offsets 0\.\.\d+ are in no segment"):
+        kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier)
+    [part] = [p for p in _parts(log_dir, off.tier) if p.topic == TOPIC]
+    assert all("COPY_SEGMENT_STARTED" in line for line in part.remote.not_read)
+    assert part.remote.gaps == ((0, off.segments[-1][2]),)
+    # after the gap the history reads (what a consumer could still fetch)
+    tail = kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier,
+                       start_offset=off.segments[-1][2] + 1)
+    assert _offsets(tail)[0] == off.segments[-1][2] + 1
+
+
+@pytest.mark.parametrize("state", [2, 3], ids=["delete-started", "delete-finished"])
+def test_deleted_remote_segment_is_not_read(tmp_path, state):
+    log_dir, before = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 3)
+    tid = topic_id_of(log_dir / f"{TOPIC}-0")
+    first = off.segments[0]
+    write_metadata_log(log_dir, [update_record(tid, TOPIC, 0, first[0], state)])
+    with pytest.raises(RemoteTierError, match=rf"offsets 0\.\.{first[2]} are in no segment"):
+        kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier)
+    # retention moved the log start past it: the history starts there, no gap
+    set_log_start(log_dir, TOPIC, 0, first[2] + 1)
+    t = kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier)
+    assert _offsets(t) == list(range(first[2] + 1, before.num_rows))
+
+
+def test_a_deleted_partition_has_no_remote_segments(tmp_path):
+    log_dir, _ = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 2)
+    tid = topic_id_of(log_dir / f"{TOPIC}-0")
+    write_metadata_log(log_dir, [partition_delete_record(tid, TOPIC, 0, 0)])
+    [part] = [p for p in _parts(log_dir, off.tier) if p.topic == TOPIC]
+    assert part.remote.remote_segments == 0
+    assert all("DELETE_PARTITION_MARKED" in line for line in part.remote.not_read)
+
+
+def test_overlapping_remote_segments_are_refused(tmp_path):
+    log_dir, _ = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 2)
+    tid = topic_id_of(log_dir / f"{TOPIC}-0")
+    seg_id, start, end, size = off.segments[1]
+    other = new_uuid()  # a second copy of the same offsets (divergent leaders)
+    for f in off.folder.glob(f"*-{seg_id}.*"):
+        shutil.copyfile(f, off.folder / f.name.replace(seg_id, other))
+    write_metadata_log(log_dir, [segment_record(tid, TOPIC, 0, other, start, end, size),
+                                 update_record(tid, TOPIC, 0, other, 1)])
+    with pytest.raises(RemoteTierError, match="remote segments overlap each other"):
+        kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier)
+
+
+def test_a_copied_segment_missing_from_the_tier_is_an_error(tmp_path):
+    log_dir, _ = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 2)
+    seg_id, start = off.segments[1][:2]
+    (off.folder / f"{start:020d}-{seg_id}.index").unlink()
+    with pytest.raises(RemoteTierError, match=r"has no \.index in the tier"):
+        kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier)
+    (off.folder / f"{start:020d}-{seg_id}.log").write_bytes(b"")
+    (off.folder / f"{start:020d}-{seg_id}.index").write_bytes(b"")
+    with pytest.raises(RemoteTierError, match="recorded"):
+        kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier)
+
+
+def test_a_wrong_tier_is_an_error_not_the_local_tail(tmp_path):
+    log_dir, _ = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 2)
+    with pytest.raises(RemoteTierError, match="remote tier not found"):
+        kl.read_log(log_dir, remote_tier=tmp_path / "no-such-tier")
+    with pytest.raises(RemoteTierError, match="no kafka-tiered-storage/ folder"):
+        kl.read_log(log_dir, remote_tier=log_dir)
+    empty = tmp_path / "empty" / "kafka-tiered-storage"
+    empty.mkdir(parents=True)
+    # a tier without this partition's folder: the copies the metadata lists are missing...
+    with pytest.raises(RemoteTierError, match="copied remote segment.* but no folder in the tier"):
+        kl.read_log(log_dir, topics=[TOPIC], remote_tier=empty.parent)
+    # ... and without the metadata, the offsets below the log dir are
+    shutil.rmtree(log_dir / "__remote_log_metadata-0")
+    with pytest.raises(RemoteTierError, match=rf"offsets 0\.\.{off.segments[-1][2]} are in no"):
+        kl.read_log(log_dir, topics=[TOPIC], remote_tier=empty.parent)
+
+
+def test_options_refused(tmp_path):
+    log_dir, _ = _log(tmp_path)
+    with pytest.raises(InvalidOptionError, match="without a remote tier"):
+        kl.read_log(log_dir, remote_tier_layout="local-tiered-storage")
+    with pytest.raises(InvalidOptionError, match="must be one of local-tiered-storage, aiven"):
+        kl.read_log(log_dir, remote_tier=tmp_path, remote_tier_layout="s3-tiered")
+
+
+def test_the_folder_of_an_earlier_topic_with_that_name_is_not_read(tmp_path):
+    log_dir, before = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 2)
+    stale = tier_folder(off.tier, TOPIC, 0, new_uuid())
+    shutil.copytree(off.folder, stale)
+    for f in off.folder.iterdir():  # the real one empty: the stale copy must not stand in
+        f.unlink()
+    with pytest.raises(RemoteTierError, match="no .log, .index, .timeindex in the tier|folder"):
+        kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier)
+
+
+def test_metadata_of_a_partition_dir_named_directly_comes_from_its_log_dir(tmp_path):
+    log_dir, before = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 3, finish=False)
+    # the copies never finished: with the metadata at hand none is read
+    with pytest.raises(RemoteTierError, match="in no segment"):
+        kl.read_log(log_dir / f"{TOPIC}-0", remote_tier=off.tier)

@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 
 import kafkalog_spark as kl
+from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.codec.files import naming as N
 
 TIER_ROOT = "kafka-tiered-storage"
@@ -172,4 +173,14 @@ def offload(log_dir: Path, topic: str, partition: int, tier: Path, count: int, *
         for f in pdir.glob(f"{log.stem}.*"):
             if not f.name.endswith(".snapshot"):
                 os.remove(f)
+    set_log_start(log_dir, topic, partition, int(logs[0].stem))
     return Offloaded(tier, folder, done)
+
+
+def set_log_start(log_dir: Path, topic: str, partition: int, offset: int) -> None:
+    """The partition's entry in ``log-start-offset-checkpoint``: with tiered storage the broker
+    checkpoints the log start of the whole history, below its first local segment."""
+    path = log_dir / N.LOG_START_OFFSET_CHECKPOINT
+    offsets = C.parse_offset_checkpoint(path.read_text() if path.exists() else "")
+    offsets[(topic, partition)] = offset
+    path.write_text(C.format_offset_checkpoint(offsets))

@@ -21,6 +21,7 @@ from ..errors import InvalidOptionError
 from ..storage import as_path, storage_for
 from ..storage.options import normalize_options
 from ..storage.paths import ObjectPath, is_remote
+from ..tiered.tier import RemoteTier, as_remote_tier
 
 EARLIEST, LATEST = -2, -1  # Spark's JSON sentinels in startingOffsets / endingOffsets
 ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
@@ -95,6 +96,9 @@ READ_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("maxRowsPerBatch", str(DEFAULT_MAX_ROWS_PER_BATCH),
                "most rows per Arrow record batch a task yields"),
     OptionSpec("verifyCrc", "true", "check every batch's CRC"),
+    OptionSpec("remoteTier", None, "tiered storage: the remote tier's folder or URI; each "
+               "partition's remote segments are read before its local ones, each offset once"),
+    OptionSpec("remoteTierLayout", "local-tiered-storage", "the remote tier's layout"),
 )
 
 
@@ -179,6 +183,7 @@ class ReadOptions:
     verify_crc: bool = True
     loose_topic: str | None = None
     loose_partition: int | None = None
+    remote_tier: RemoteTier | None = None
 
     def wants(self, topic: str, partition: int) -> bool:
         """Whether ``subscribe`` / ``subscribePattern`` / ``assign`` select this partition."""
@@ -246,7 +251,8 @@ def parse_read_options(options: Mapping[str, str],
         verify_crc=_bool("verifyCrc", get("verifyCrc")),
         loose_topic=raw.get("looseTopic"),
         loose_partition=_opt_int("loosePartition", raw.get("loosePartition"), 0),
-    )
+        remote_tier=as_remote_tier(raw.get("remoteTier"), raw.get("remoteTierLayout"),
+                                   storage_options(options, session_storage)))
 
 
 def options_doc() -> str:
@@ -264,8 +270,6 @@ def _only_one(raw: Mapping[str, str], names: tuple[str, ...]) -> None:
     given = [n for n in names if n in raw]
     if len(given) > 1:
         raise InvalidOptionError(f"give only one of {', '.join(names)}; got {', '.join(given)}")
-
-
 
 
 def _paths(path: str | None, paths: str | None, storage: Mapping[str, str]

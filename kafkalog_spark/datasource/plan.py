@@ -27,6 +27,7 @@ from ..codec.records.decode import DecodeOptions, decode_entries
 from ..codec.records.scan import scan_entries
 from ..errors import InvalidOptionError
 from ..log.discovery import discover
+from ..log.history import check_history, segment_max_offset, with_remote_tier
 from ..log.lookup import check_offset_entry, find_timestamp
 from ..log.model import PartitionDir, Segment
 from ..log.partition_state import at_log_start, checkpointed_log_starts
@@ -122,6 +123,7 @@ def plan_scan(options: ReadOptions | Mapping[str, str]) -> ScanPlan:
     selected = [part for part in live if part.topic is not None and part.partition is not None
                 and opts.wants(part.topic, part.partition)]
     check_named_partitions(opts, {(p.topic or "", p.partition or 0) for p in selected})
+    selected = with_remote_tier(selected, opts.remote_tier, found)
     log_starts = checkpointed_log_starts(selected)
     for part in selected:
         if part.segments:
@@ -194,9 +196,12 @@ def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions,
     hi = None if end is None else end - 1
     if hi is not None and lo is not None and hi < lo:
         return
+    check_history(part, lo, hi)
     segs = part.segments
     for i, seg in enumerate(segs):
         next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
+        if seg.last_offset is not None:  # a remote segment the local log overlaps: its
+            next_base = None              # offsets run past the next base (log.history)
         if lo is not None and next_base is not None and next_base <= lo:
             continue
         if end is not None and seg.base_offset >= end:
@@ -213,7 +218,8 @@ def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions,
             aborted = () if view is None else view.aborted_in(
                 max(split.first_offset, lo or 0), hi if split.next_offset is None
                 else split.next_offset - 1 if hi is None else min(hi, split.next_offset - 1))
-            plan.splits.append(replace(split, min_offset=lo, max_offset=hi, aborted=aborted))
+            plan.splits.append(replace(split, min_offset=lo, aborted=aborted,
+                                       max_offset=segment_max_offset(seg, hi)))
 
 
 def _start_offset(part: PartitionDir, opts: ReadOptions, info: dict) -> int | None:

@@ -5,6 +5,7 @@ through the indexes, transactions, reading to Arrow (``read_log``), writing part
 (``write_log``), and Kafka's own crash-safe protocols over segments (``.cleaned``/``.swap``
 /``.deleted`` swaps, staged and published partition dirs).
 
-May import: ``errors``, ``codec`` and ``storage``. Imported by ``inspect``, the data source,
-the maintenance engines, ``report``, ``cli`` and ``jobs``.
+With tiered storage, a partition's history starts with the remote segments of a tier
+(:mod:`.history`). May import: ``errors``, ``codec``, ``storage`` and ``tiered``. Imported by
+``inspect``, the data source, the maintenance engines, ``report``, ``cli`` and ``jobs``.
 """

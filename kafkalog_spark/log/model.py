@@ -26,6 +26,10 @@ class Segment:
     index_size: int | None = None
     timeindex_size: int | None = None
     txnindex_size: int | None = None
+    # a segment of a remote tier (tiered storage): its id there, and the last offset read from
+    # it when the local log holds the offsets after (log.history); None for a local segment
+    remote_id: str | None = None
+    last_offset: int | None = None
 
     @property
     def log(self) -> Path:
@@ -59,6 +63,22 @@ def sibling_name(log_name: str, kind: str) -> str:
 
 
 @dataclass(frozen=True)
+class RemoteHistory:
+    """How a partition's remote segments (tiered storage) join its local ones, as
+    :mod:`.history` found it; its ``segments`` then start with the remote ones read."""
+
+    tier: str  # the tier, as the user named it
+    source: str  # "__remote_log_metadata" or "tier listing"
+    topic_id: str | None
+    remote_segments: int  # remote segments read
+    not_read: tuple[str, ...] = ()  # remote segments left out (copy not finished, deleted...)
+    held_locally: tuple[str, ...] = ()  # remote segments the local log holds too: read there
+    overlaps: tuple[str, ...] = ()  # a remote segment running into the local log: read once
+    conflicts: tuple[str, ...] = ()  # remote segments overlapping each other: reads refuse
+    gaps: tuple[tuple[int, int], ...] = ()  # offsets (first, last) in no segment
+
+
+@dataclass(frozen=True)
 class PartitionDir:
     """One partition directory (live, or ``-delete``/``-future``/``-stray`` per ``kind``).
 
@@ -79,6 +99,7 @@ class PartitionDir:
     unknown: tuple[Path, ...] = ()  # anything else
     partition_metadata: bool = False
     leader_epoch_checkpoint: bool = False
+    remote: RemoteHistory | None = None  # with a remote tier: its segments come first
 
     @property
     def name(self) -> str:

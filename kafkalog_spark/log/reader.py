@@ -22,13 +22,16 @@ from ..codec.records.decode import BadRange, DecodeOptions, DecodeResult, decode
 from ..codec.records.schema import record_schema
 from ..errors import InvalidOptionError
 from ..storage import user_paths
+from ..tiered.tier import RemoteTier, as_remote_tier
 from .discovery import discover
+from .history import check_history, segment_max_offset, with_remote_tier
 from .model import PartitionDir, Segment
 from .partition_state import at_log_start, checkpointed_log_starts
 from .selection import check_selection, readable_partitions
 from .window import decode_window, read_window
 
 PathLike = str | os.PathLike[str]
+TierLike = RemoteTier | str | os.PathLike[str] | None
 OffsetBound = int | Mapping[tuple[str, int], int] | None
 BAD_RANGES_KEY = b"kafkalog.bad_ranges"  # schema metadata of a read_log table in skip mode
 
@@ -48,7 +51,9 @@ def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | N
               partitions: Iterable[int] | None = None, start_offset: OffsetBound = None,
               end_offset: OffsetBound = None, loose_topic: str | None = None,
               loose_partition: int | None = None,
-              storage_options: Mapping[str, str] | None = None) -> list[ReadPlan]:
+              storage_options: Mapping[str, str] | None = None,
+              remote_tier: TierLike = None, remote_tier_layout: str | None = None
+              ) -> list[ReadPlan]:
     """The segments :func:`read_log` would read, in output order (no file contents read).
 
     ``start_offset`` is inclusive, ``end_offset`` exclusive (like Spark's ``endingOffsets``);
@@ -56,23 +61,26 @@ def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | N
     Only live partition dirs are read: ``-delete``, ``-future`` and ``-stray`` copies and the
     KRaft metadata log are left out unless named directly. Reads start at the partition's log
     start offset, as a consumer's fetch does: records left below it by ``DeleteRecords`` (or a
-    retention the broker had not finished) are deleted in Kafka's view.
+    retention the broker had not finished) are deleted in Kafka's view. With a remote tier the
+    remote segments come first (:mod:`.history`).
     """
     paths = user_paths(paths, storage_options)
+    tier = as_remote_tier(remote_tier, remote_tier_layout, storage_options)
     found = discover(paths)
     wanted_topics = None if topics is None else set(topics)
     wanted_parts = None if partitions is None else set(partitions)
     live = readable_partitions(found, loose_topic=loose_topic, loose_partition=loose_partition)
     check_selection(live, paths, topics=wanted_topics, partition_numbers=wanted_parts)
+    live = [part for part in live
+            if (wanted_topics is None or part.topic in wanted_topics)
+            and (wanted_parts is None or part.partition in wanted_parts)]
+    live = with_remote_tier(live, tier, found)
     plans: list[ReadPlan] = []
     log_starts = checkpointed_log_starts(live)
     for part in live:
-        if wanted_topics is not None and part.topic not in wanted_topics:
-            continue
-        if wanted_parts is not None and part.partition not in wanted_parts:
-            continue
         lo = at_log_start(_bound(start_offset, part, "start_offset"), log_starts.get(part.path))
         hi = _bound(end_offset, part, "end_offset")
+        check_history(part, lo, None if hi is None else hi - 1)
         segs = part.segments
         for i, seg in enumerate(segs):
             next_base = segs[i + 1].base_offset if i + 1 < len(segs) else None
@@ -81,7 +89,7 @@ def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | N
             if hi is not None and seg.base_offset >= hi:
                 break
             plans.append(ReadPlan(part.topic or "", part.partition or 0, seg, lo,
-                                  None if hi is None else hi - 1))
+                                  segment_max_offset(seg, None if hi is None else hi - 1)))
     return plans
 
 
@@ -123,7 +131,8 @@ def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
              verify_crc: bool = True, on_error: str = "fail",
              max_rows: int = 65536, columns: Sequence[str] | None = None,
              loose_topic: str | None = None, loose_partition: int | None = None,
-             storage_options: Mapping[str, str] | None = None) -> LogReadResult:
+             storage_options: Mapping[str, str] | None = None, remote_tier: TierLike = None,
+             remote_tier_layout: str | None = None) -> LogReadResult:
     """Like :func:`read_log`, yielding bounded ``pyarrow.RecordBatch``es instead of one table;
     the result's ``bad_ranges`` lists what ``on_error="skip"`` left out."""
     options = DecodeOptions(verify_crc=verify_crc, include_headers=include_headers,
@@ -133,7 +142,8 @@ def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
     return LogReadResult(plan_read(paths, topics=topics, partitions=partitions,
                                    start_offset=start_offset, end_offset=end_offset,
                                    loose_topic=loose_topic, loose_partition=loose_partition,
-                                   storage_options=storage_options),
+                                   storage_options=storage_options, remote_tier=remote_tier,
+                                   remote_tier_layout=remote_tier_layout),
                          options)
 
 
@@ -144,7 +154,8 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
              verify_crc: bool = True, on_error: str = "fail",
              columns: Sequence[str] | None = None, loose_topic: str | None = None,
              loose_partition: int | None = None,
-             storage_options: Mapping[str, str] | None = None) -> pa.Table:
+             storage_options: Mapping[str, str] | None = None, remote_tier: TierLike = None,
+             remote_tier_layout: str | None = None) -> pa.Table:
     """Read the records of a log dir (or several), a partition dir or one ``.log`` file.
 
     Parameters
@@ -178,6 +189,14 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
         For ``s3://``, ``gs://`` and ``abfs[s]://`` paths: endpoint, region, credentials
         (``log.object_options``, the names delta-rs takes); unset ones come from the store's
         provider chain (environment, profile, instance role / application default credentials).
+    remote_tier, remote_tier_layout : optional
+        Tiered storage: the remote tier's root folder or bucket URI (the same
+        ``storage_options`` reach it) and its layout (``local-tiered-storage``, the default).
+        Each partition's history is then its remote segments followed by its local ones, each
+        offset read once; which remote segments count comes from ``__remote_log_metadata``
+        when its log is in the log dirs read, else from listing the tier. Overlapping remote
+        segments and gaps in the history are errors, never merged or skipped
+        (:mod:`kafkalog_spark.log.history`).
 
     Returns
     -------
@@ -198,7 +217,8 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
                       include_metadata=include_metadata, include_control=include_control,
                       verify_crc=verify_crc, on_error=on_error, columns=columns,
                       loose_topic=loose_topic, loose_partition=loose_partition,
-                      storage_options=storage_options)
+                      storage_options=storage_options, remote_tier=remote_tier,
+                      remote_tier_layout=remote_tier_layout)
     table = pa.Table.from_batches(list(result), schema=result.schema)
     if result.bad_ranges:
         report = json.dumps([dataclasses.asdict(b) for b in result.bad_ranges])

@@ -1,0 +1,140 @@
+"""Kafka's LocalTieredStorage layout (tier layer): the test RemoteStorageManager of
+``kafka-storage``'s test jar, which copies each segment's files byte for byte into a folder.
+
+Layout (TIERED_STORAGE.md §1; ``RemoteTopicPartitionDirectory``, ``RemoteLogSegmentFileset``)::
+
+    <rsm.config.dir>/kafka-tiered-storage/
+        <topic>-<partition>-<topic id, 22 chars>/
+            <20-digit start offset>-<segment id, 22 chars>.log        the segment, as is
+                                                          .index      its offset index
+                                                          .timeindex  its time index
+                                                          .txnindex   only when not empty
+                                                          .snapshot   producer state at its end
+                                                          .leader_epoch_checkpoint
+
+No manifest: which copies finished is known only from ``__remote_log_metadata``; a listing
+takes every segment with its ``.log``, ``.index`` and ``.timeindex`` (the files the broker hands
+over first), reporting the others as incomplete.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from ..codec.files import naming as N
+from ..errors import Location, RemoteTierError
+from ..storage import ObjectPath, storage_for
+from .metadata import RemoteSegmentMetadata
+from .tier import RemoteSegment, RemoteTier
+
+_UUID = r"[A-Za-z0-9_-]{22}"
+FOLDER_RE = re.compile(rf"(.+)-(\d+)-({_UUID})")
+FILE_RE = re.compile(rf"(\d{{20}})-({_UUID})\.([a-z_]+)")
+SUFFIXES = (N.LOG, N.INDEX, N.TIME_INDEX, N.TXN_INDEX, N.SNAPSHOT, "leader_epoch_checkpoint")
+_REQUIRED = (N.LOG, N.INDEX, N.TIME_INDEX)
+
+Folder = os.PathLike[str] | ObjectPath
+
+
+def partition_folders(tier: RemoteTier, topic: str, partition: int) -> dict[str, Folder]:
+    """The tier's folders of ``topic``-``partition``, by topic id (more than one: the topic was
+    deleted and created again)."""
+    fs = storage_for(tier.root)
+    out: dict[str, Folder] = {}
+    for name in fs.listdir(tier.root):
+        m = FOLDER_RE.fullmatch(name)
+        if m and m.group(1) == topic and int(m.group(2)) == partition:
+            out[m.group(3)] = tier.root / name  # type: ignore[operator]
+    return out
+
+
+@dataclass(frozen=True)
+class Listing:
+    """A partition folder's segments found by listing it, and what was left out (why)."""
+
+    segments: tuple[RemoteSegment, ...]
+    incomplete: tuple[str, ...]  # "<offset>-<id>: no .index" ...
+
+
+def listed_segments(folder: Folder) -> Listing:
+    """Every segment of a partition folder, in start-offset order; a segment's end offset is
+    the next one's start minus one (the last one's is not known)."""
+    files = _files(folder)
+    found, incomplete = [], []
+    for (start, seg_id), kinds in sorted(files.items()):
+        missing = [k for k in _REQUIRED if k not in kinds]
+        if missing:
+            incomplete.append(f"{start:020d}-{seg_id}: no {', '.join('.' + k for k in missing)}")
+            continue
+        found.append(_segment(folder, seg_id, start, None, kinds, "listed"))
+    ends = [s.start_offset - 1 for s in found[1:]] + [None]
+    segments = tuple(RemoteSegment(**{**s.__dict__, "end_offset": e}) for s, e in zip(found, ends))
+    return Listing(segments, tuple(incomplete))
+
+
+def metadata_segments(folder: Folder | None, metas: Iterable[RemoteSegmentMetadata]
+                      ) -> list[RemoteSegment]:
+    """The files of the segments the metadata lists as copied, checked against it.
+
+    Raises
+    ------
+    RemoteTierError
+        The partition's folder, a segment's ``.log`` or one of its indexes is missing, or the
+        ``.log`` is not the size the metadata recorded.
+    """
+    metas = sorted(metas, key=lambda m: (m.start_offset, m.segment_id))
+    if not metas:
+        return []
+    if folder is None:
+        m = metas[0]
+        raise RemoteTierError(f"{m.topic}-{m.partition} (topic id {m.topic_id}) has "
+                              f"{len(metas)} copied remote segment(s) in __remote_log_metadata "
+                              "but no folder in the tier", m.where)
+    files = _files(folder)
+    out = []
+    for m in metas:
+        kinds = files.get((m.start_offset, m.segment_id), {})
+        missing = [k for k in _REQUIRED if k not in kinds]
+        name = f"{m.start_offset:020d}-{m.segment_id}"
+        if missing:
+            raise RemoteTierError(
+                f"remote segment {name} (offsets {m.start_offset}..{m.end_offset}, "
+                f"{m.state_name} in __remote_log_metadata) has no "
+                f"{', '.join('.' + k for k in missing)} in the tier",
+                Location(str(folder), None, m.start_offset))
+        seg = _segment(folder, m.segment_id, m.start_offset, m.end_offset, kinds, m.state_name)
+        if seg.log_size != m.size:
+            raise RemoteTierError(
+                f"remote segment {name}.log is {seg.log_size} bytes; __remote_log_metadata "
+                f"recorded {m.size}", Location(str(seg.log), None, m.start_offset))
+        out.append(seg)
+    return out
+
+
+def _files(folder: Folder) -> dict[tuple[int, str], dict[str, os.stat_result]]:
+    """``(start offset, segment id) -> {suffix: stat}`` of the folder's segment files."""
+    out: dict[tuple[int, str], dict[str, os.stat_result]] = {}
+    with storage_for(folder).scandir(folder) as it:
+        for entry in it:
+            m = FILE_RE.fullmatch(entry.name)
+            if m and m.group(3) in SUFFIXES and entry.is_file():
+                key = (int(m.group(1)), m.group(2))
+                out.setdefault(key, {})[m.group(3)] = entry.stat()
+    return out
+
+
+def _segment(folder: Folder, seg_id: str, start: int, end: int | None,
+             kinds: dict[str, os.stat_result], state: str) -> RemoteSegment:
+    def size(kind: str) -> int | None:
+        st = kinds.get(kind)
+        return None if st is None else st.st_size
+
+    log = kinds[N.LOG]
+    return RemoteSegment(segment_id=seg_id, start_offset=start, end_offset=end, folder=folder,
+                         log_name=f"{start:020d}-{seg_id}.{N.LOG}", log_size=log.st_size,
+                         mtime=log.st_mtime, index_size=size(N.INDEX),
+                         timeindex_size=size(N.TIME_INDEX), txnindex_size=size(N.TXN_INDEX),
+                         state=state)
