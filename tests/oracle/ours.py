@@ -80,3 +80,20 @@ def renamed_copy(src: Path, topic: str, new_topic: str, dest: Path) -> Path:
 
 def read_ours(log_dir: Path, topic: str):
     return kl.read_log(log_dir, topics=[topic], include_headers=True)
+
+
+def kafkalog_here(*args) -> str:
+    """Run the ``kafkalog`` CLI in this process (``kafkalog_spark.cli.main``): a command with
+    ``--engine spark`` then runs on the test session's Spark instead of starting its own JVM.
+    Fails the test on a non-zero exit code; returns what it printed."""
+    import contextlib
+    import io
+
+    from kafkalog_spark.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main([str(a) for a in args])
+    assert code == 0, f"kafkalog {' '.join(map(str, args))} exited {code}:\n" \
+                      f"{out.getvalue()[-3000:]}\n{err.getvalue()[-3000:]}"
+    return out.getvalue()
