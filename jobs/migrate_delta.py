@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--single-writer", action="store_true",
                         help="accept one migration at a time on a store without conditional "
                              "writes")
+    parser.add_argument("--remote-tier", default=None,
+                        help="tiered storage: the remote tier's folder or bucket URI")
+    parser.add_argument("--remote-tier-layout", default=None,
+                        help="the remote tier's layout (default local-tiered-storage)")
     parser.add_argument("--storage-option", action="append", default=[], metavar="NAME=VALUE",
                         help="object-store option (over the session's spark.hadoop.fs.s3a.*)")
     args = parser.parse_args(argv)
@@ -59,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                       decode_internal=not args.no_decode_internal,
                       fail_on_data_loss=not args.no_fail_on_data_loss, writer=args.writer,
                       engine="spark", single_writer=args.single_writer,
+                      remote_tier=args.remote_tier, remote_tier_layout=args.remote_tier_layout,
                       storage_options=storage or None)
     print(json.dumps(metrics, indent=2))
     return 1 if args.dry_run and pending(metrics) else 0

@@ -171,7 +171,7 @@ def _log(tmp_path, partitions=1, n=600):
     rows = [{"partition": p, "key": f"k{i % 7}".encode(), "value": (b"v%05d" % i) * 20}
             for p in range(partitions) for i in range(n)]
     kl.write_log(pa.Table.from_pylist(rows), log_dir, topic=TOPIC, segment_bytes=8 << 10,
-                 max_batch_records=20)
+                 max_batch_records=20, index_interval_bytes=1024)
     return log_dir, kl.read_log(log_dir)
 
 
@@ -353,3 +353,161 @@ def test_metadata_of_a_partition_dir_named_directly_comes_from_its_log_dir(tmp_p
     # the copies never finished: with the metadata at hand none is read
     with pytest.raises(RemoteTierError, match="in no segment"):
         kl.read_log(log_dir / f"{TOPIC}-0", remote_tier=off.tier)
+
+
+# --- the commands ------------------------------------------------------------------------------
+
+def _run(capsys, *args):
+    from kafkalog_spark.cli import main
+
+    try:
+        code = main([str(a) for a in args])
+    except SystemExit as exc:  # verify's exit 1, as the kafkalog script ends
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_info_lists_remote_segments_and_says_what_is_missing(tmp_path, capsys):
+    log_dir, before = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 3)
+    code, out, _ = _run(capsys, "info", log_dir)
+    assert code == 0
+    row = next(line for line in out.splitlines() if line.strip().startswith(f"{TOPIC}-0"))
+    first_local = off.segments[-1][2] + 1
+    assert f"offsets 0..{first_local - 1} not here (tiered storage? --remote-tier)" in row
+    code, out, _ = _run(capsys, "info", log_dir, "--remote-tier", off.tier)
+    row = next(line for line in out.splitlines() if line.strip().startswith(f"{TOPIC}-0"))
+    assert f"0..{before.num_rows - 1}" in row and "3 remote" in row and "not here" not in row
+    assert "3 remote segment(s) from remote tier" in out and "listed by __remote_log_metadata" \
+        in out
+    code, out, _ = _run(capsys, "info", "--json", log_dir, "--remote-tier", off.tier)
+    [part] = [p for p in json.loads(out)["log_dirs"][0]["partitions"] if p["topic"] == TOPIC]
+    assert part["remote"]["remote_segments"] == 3 and part["start_offset"] == 0
+    assert [s["remote_id"] for s in part["segments"][:3]] == [s[0] for s in off.segments]
+    assert part["records"] == before.num_rows
+
+
+def test_info_and_verify_report_unfinished_copies_and_gaps(tmp_path, capsys):
+    log_dir, _ = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 2, finish=False)
+    code, out, _ = _run(capsys, "info", log_dir, "--remote-tier", off.tier)
+    assert code == 0
+    assert out.count("not read: ") == 2 and "COPY_SEGMENT_STARTED" in out
+    assert f"GAP: offsets 0..{off.segments[-1][2]} are in no segment" in out
+    code, out, _ = _run(capsys, "verify", "--local", log_dir, "--remote-tier", off.tier)
+    assert code == 1
+    assert f"offsets 0..{off.segments[-1][2]} are in no segment" in out
+    assert "not read: " in out
+
+
+def test_verify_checks_remote_segments_too(tmp_path, capsys):
+    log_dir, _ = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 3)
+    code, out, _ = _run(capsys, "verify", "--local", "--json", log_dir, "--remote-tier", off.tier)
+    rep = json.loads(out)
+    assert code == 0 and rep["ok"]
+    local = kl.discover(log_dir).log_dirs[0]
+    segs = sum(len(p.segments) for p in local.partitions)
+    assert rep["segments"] == segs + 3
+    # a remote copy damaged: verify finds it, naming the tier's file
+    seg_id, start = off.segments[1][:2]
+    log = off.folder / f"{start:020d}-{seg_id}.log"
+    raw = bytearray(log.read_bytes())
+    raw[100] ^= 0xFF
+    log.write_bytes(bytes(raw))
+    code, out, _ = _run(capsys, "verify", "--local", "--json", log_dir, "--remote-tier", off.tier)
+    rep = json.loads(out)
+    assert code == 1 and any(p["file"] == str(log) for p in rep["problems"])
+
+
+def test_dump_with_a_remote_tier(tmp_path, capsys):
+    log_dir, _ = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 2)
+    seg_id, start = off.segments[1][:2]
+    remote_log = off.folder / f"{start:020d}-{seg_id}.log"
+    code, out, err = _run(capsys, "dump", remote_log)
+    assert code == 2 and "a remote tier's copy of a segment; dump it with --remote-tier" in err
+    code, out, _ = _run(capsys, "dump", "--remote-tier", off.tier, remote_log,
+                        remote_log.with_suffix(".index"))
+    assert code == 0 and f"Log starting offset: {start}" in out
+    assert f"baseOffset: {start} " in out and "offset: " in out
+    code, out, _ = _run(capsys, "dump", "--remote-tier", off.tier, log_dir / f"{TOPIC}-0")
+    dumped = [line.split()[1] for line in out.splitlines() if line.startswith("Dumping ")]
+    assert dumped[0].endswith(f"{0:020d}-{off.segments[0][0]}.log")
+    assert any(d.startswith(str(log_dir)) for d in dumped)
+
+
+@pytest.mark.parametrize("command", ["compact", "retain", "recover", "erase", "restore"])
+def test_maintenance_commands_refuse_a_remote_tier(tmp_path, capsys, command):
+    log_dir, _ = _log(tmp_path)
+    before = sorted((p.name, p.stat().st_size) for p in log_dir.rglob("*"))
+    extra = {"erase": ["--topic", TOPIC, "--where", "true"], "restore": []}.get(command, [])
+    args = [command, log_dir, *extra, "--remote-tier", tmp_path / "tier"]
+    if command == "restore":
+        args = ["restore", tmp_path / "table", log_dir, "--remote-tier", tmp_path / "tier"]
+    code, out, err = _run(capsys, *args)
+    assert code == 2
+    assert err.count("\n") == 1 and "does not change a remote tier: the broker owns it" in err
+    assert sorted((p.name, p.stat().st_size) for p in log_dir.rglob("*")) == before
+
+
+def test_migrate_with_and_without_the_remote_tier(tmp_path, capsys):
+    log_dir, before = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 3)
+    dest = tmp_path / "lake"
+    # without the tier the run would start at the first local offset: refused, saying why
+    code, _, err = _run(capsys, "migrate", log_dir, dest, "--topic", TOPIC)
+    assert code == 2 and "with tiered storage they are in the remote tier" in err
+    code, out, _ = _run(capsys, "migrate", log_dir, dest, "--topic", TOPIC, "--json",
+                        "--remote-tier", off.tier)
+    assert code == 0 and json.loads(out)["records"] == before.num_rows
+    import deltalake
+
+    table = deltalake.DeltaTable(str(dest / TOPIC)).to_pyarrow_table()
+    assert sorted(table.column("offset").to_pylist()) == list(range(before.num_rows))
+    code, out, _ = _run(capsys, "migrate", log_dir, dest, "--topic", TOPIC, "--json",
+                        "--remote-tier", off.tier)
+    assert code == 0 and json.loads(out)["records"] == 0  # a second run: nothing new
+
+
+def test_data_source_options_plan_remote_splits(tmp_path):
+    from kafkalog_spark.datasource.options import parse_read_options
+    from kafkalog_spark.datasource.plan import plan_scan
+    from kafkalog_spark.datasource.reader import read_split
+
+    log_dir, before = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 3)
+    opts = parse_read_options({"path": str(log_dir), "subscribe": TOPIC,
+                               "remoteTier": str(off.tier), "maxBytesPerPartition": "4096"})
+    splits = plan_scan(opts).splits
+    remote = [s for s in splits if s.segment.remote_id is not None]
+    # remote segments are cut like local ones: several byte ranges each
+    assert {s.segment.remote_id for s in remote} == {s[0] for s in off.segments}
+    assert len(remote) > 3
+    rows = [o for s in splits for b in read_split(s, opts) for o in b.column("offset").to_pylist()]
+    assert rows == list(range(before.num_rows))
+    with pytest.raises(InvalidOptionError, match="without a remote tier"):
+        parse_read_options({"path": str(log_dir), "remoteTierLayout": "local-tiered-storage"})
+    with pytest.raises(RemoteTierError, match="remote tier not found"):
+        parse_read_options({"path": str(log_dir), "remoteTier": str(tmp_path / "nope")})
+
+
+@pytest.mark.spark
+def test_spark_reads_the_history_with_executors_reading_the_tier(spark, tmp_path):
+    log_dir, before = _log(tmp_path, partitions=2)
+    off0 = offload(log_dir, TOPIC, 0, tmp_path / "tier", 3)
+    offload(log_dir, TOPIC, 1, tmp_path / "tier", 2)
+    df = (spark.read.format("kafkalog").option("remoteTier", str(off0.tier))
+          .option("subscribe", TOPIC).option("maxBytesPerPartition", "4096").load(str(log_dir)))
+    got = df.select("partition", "offset", "value").orderBy("partition", "offset").collect()
+    want = sorted(zip(before.column("partition").to_pylist(), before.column("offset").to_pylist(),
+                      before.column("value").to_pylist()))
+    assert [(r.partition, r.offset, bytes(r.value)) for r in got] == want
+    assert df.rdd.getNumPartitions() > 1
+    window = (spark.read.format("kafkalog").option("remoteTier", str(off0.tier))
+              .option("assign", json.dumps({TOPIC: [0]}))
+              .option("startingOffsets", json.dumps({TOPIC: {"0": 30}}))
+              .option("endingOffsets", json.dumps({TOPIC: {"0": 90}})).load(str(log_dir)))
+    assert [r.offset for r in window.select("offset").orderBy("offset").collect()] == \
+        list(range(30, 90))

@@ -14,11 +14,12 @@ import click
 from ..compaction.compact import ENGINES, compact
 from ..compaction.key_map import DEFAULT_MEMORY, MIN_MEMORY
 from ..report import parse_config_options, render_compaction
-from .options import maintenance_options
+from .options import maintenance_options, refuse_remote_tier
 from .progress import Progress, progress_option, segment_files
 
 
 @click.command("compact")
+@refuse_remote_tier("compact")
 @maintenance_options("delete.retention.ms=0")
 @click.option("--force", is_flag=True, help="Ignore min.cleanable.dirty.ratio.")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,

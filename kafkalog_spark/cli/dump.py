@@ -18,7 +18,8 @@ from ..inspect.dump import STRING_DECODER_CLASSES, dump_files
 from ..inspect.dump_options import DEFAULT_MAX_MESSAGE_SIZE, FORMATS, JAVA_INT_MAX, DumpOptions
 from ..storage import LOCAL, as_path
 from ..storage.paths import is_remote
-from .options import refuse_symlinked_files, storage_option
+from ..tiered.tier import as_remote_tier
+from .options import refuse_symlinked_files, remote_tier_options, storage_option
 from .progress import Progress, plain_files, progress_option
 
 
@@ -60,16 +61,19 @@ def _decoder_class(option: str, value: str | None) -> None:
               help="text: kafka-dump-log.sh lines; jsonl: one JSON object per batch, record, "
                    "index entry and report item.")
 @storage_option
+@remote_tier_options
 @progress_option
 def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool,
             deep_iteration: bool, verify_index_only: bool, index_sanity_check: bool,
             max_message_size: int, max_bytes: int, key_decoder_class: str | None,
             value_decoder_class: str | None, offsets_decoder: bool,
             transaction_log_decoder: bool, cluster_metadata_decoder: bool,
-            remote_log_metadata_decoder: bool, skip_record_metadata: bool, fmt: str, storage_options: dict[str, str] | None,
-            progress: bool | None) -> None:
+            remote_log_metadata_decoder: bool, skip_record_metadata: bool, fmt: str,
+            storage_options: dict[str, str] | None, remote_tier: str | None,
+            remote_tier_layout: str | None, progress: bool | None) -> None:
     """Dump .log, .index, .timeindex, .txnindex, .snapshot and KRaft .checkpoint files the way
-    kafka-dump-log.sh (Kafka 4.x) prints them. Never changes a file."""
+    kafka-dump-log.sh (Kafka 4.x) prints them. Never changes a file. With --remote-tier a
+    partition dir dumps its remote segments first, and a tier's copies can be named too."""
     _decoder_class("--key-decoder-class", key_decoder_class)
     _decoder_class("--value-decoder-class", value_decoder_class)
     targets = [f for group in files for f in group.split(",") if f] + list(paths)
@@ -90,7 +94,8 @@ def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool
                         or value_decoder_class is not None),
         verify_index_only=verify_index_only, index_sanity_check=index_sanity_check,
         max_message_size=max_message_size, max_bytes=max_bytes, decoder=decoder,
-        skip_record_metadata=skip_record_metadata, format=fmt)
+        skip_record_metadata=skip_record_metadata, format=fmt,
+        remote_tier=as_remote_tier(remote_tier, remote_tier_layout, storage_options))
     out = click.get_text_stream("stdout")
     err = click.get_text_stream("stderr")
     with Progress("dump", enabled=progress, files=plain_files(targets), unit="files"):

@@ -19,10 +19,11 @@ from ..compaction.erase_select import DEFAULT_MAX_KEYS, Selection, read_keys
 from ..delta.erase import erase_everywhere
 from ..errors import InvalidOptionError
 from ..report import anything_left, render_erase
-from .options import PathOrURI
+from .options import PathOrURI, refuse_remote_tier
 
 
 @click.command("erase")
+@refuse_remote_tier("erase")
 @click.argument("log_dirs", nargs=-1, required=True,
                 type=PathOrURI(exists=True, file_okay=False))
 @click.option("--topic", required=True, help="The topic to erase records from.")

@@ -14,6 +14,7 @@ code 2 (:func:`~kafkalog_spark.log.selection.require_kafka_data`).
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -22,13 +23,16 @@ import click
 
 from ..errors import KafkaLogError
 from ..log.discovery import discover
+from ..log.history import found_with_remote_tier
 from ..log.model import LogDir, LogDirs, PartitionDir, Segment
+from ..log.partition_state import checkpointed_log_starts
 from ..log.segment_info import describe_segment
 from ..log.selection import require_kafka_data
 from ..log.topic_config import SOURCE_DEFAULT, effective_config, metadata_topic_configs
 from ..report import parse_config_options
 from ..storage import user_paths
-from .options import PathOrURI, config_options, storage_option
+from ..tiered.tier import as_remote_tier
+from .options import PathOrURI, config_options, remote_tier_options, storage_option
 
 
 def segment_report(seg: Segment, shallow: bool) -> dict[str, Any]:
@@ -36,7 +40,8 @@ def segment_report(seg: Segment, shallow: bool) -> dict[str, Any]:
     out: dict[str, Any] = {
         "base_offset": seg.base_offset, "log": str(seg.log), "size": seg.log_size,
         "mtime": seg.mtime, "index_size": seg.index_size, "timeindex_size": seg.timeindex_size,
-        "txnindex_size": seg.txnindex_size,
+        "txnindex_size": seg.txnindex_size, "remote_id": seg.remote_id,
+        "last_offset_read": seg.last_offset,
     }
     if shallow:
         return out
@@ -52,7 +57,8 @@ def segment_report(seg: Segment, shallow: bool) -> dict[str, Any]:
     return out
 
 
-def partition_report(part: PartitionDir, shallow: bool, segments: bool = True) -> dict[str, Any]:
+def partition_report(part: PartitionDir, shallow: bool, segments: bool = True,
+                     log_start: int | None = None) -> dict[str, Any]:
     """One partition dir, its segments (``None`` unless ``segments``: the text report needs only
     the totals, and a log dir of 40k segments held ~1.5 KB per segment's dict) and the totals
     over them."""
@@ -66,6 +72,8 @@ def partition_report(part: PartitionDir, shallow: bool, segments: bool = True) -
         "snapshots": _names(part.snapshots), "kraft_snapshots": _names(part.kraft_snapshots),
         "unknown": _names(part.unknown), "partition_metadata": part.partition_metadata,
         "leader_epoch_checkpoint": part.leader_epoch_checkpoint,
+        "remote": None if part.remote is None else asdict(part.remote),
+        "log_start_offset": log_start,  # log-start-offset-checkpoint's entry, if any
     }
     if not shallow:
         counts = [s["records"] for s in segs]
@@ -99,12 +107,14 @@ def topic_configs(parts: list[PartitionDir], metadata_dir: Path | None,
 def log_dir_report(d: LogDir, shallow: bool, options: dict[str, Any] | None = None,
                    config_file: str | None = None, segments: bool = True) -> dict[str, Any]:
     """One log dir: its files, lock status, partition dirs and its topics' effective configs."""
+    starts = checkpointed_log_starts(d.partitions)
     return {
         "path": str(d.path), "meta_properties": d.meta_properties,
         "meta_properties_error": d.meta_properties_error,
         "lock": {"file": d.lock_file, "held_by_pid": d.lock_holder},
         "clean_shutdown_marker": d.clean_shutdown, "checkpoints": list(d.checkpoints),
-        "partitions": [partition_report(p, shallow, segments) for p in d.partitions],
+        "partitions": [partition_report(p, shallow, segments, starts.get(p.path))
+                       for p in d.partitions],
         "special": [partition_report(p, shallow, segments) for p in d.special],
         "metadata_log": (partition_report(d.metadata_log, shallow, segments)
                          if d.metadata_log is not None else None),
@@ -179,6 +189,7 @@ def render(rep: dict[str, Any]) -> str:
         if d["metadata_log"] is not None:
             parts.append(d["metadata_log"])
         lines.extend("  " + row for row in _table(parts))
+        lines.extend("  " + row for row in _remote_lines(parts))
         for label in ("skipped", "leftovers", "unknown"):
             if d[label]:
                 lines.append(f"  {label}: {', '.join(d[label])}")
@@ -187,6 +198,7 @@ def render(rep: dict[str, Any]) -> str:
     if rep["partitions"]:
         lines.append("partition dirs")
         lines.extend("  " + row for row in _table(rep["partitions"]))
+        lines.extend("  " + row for row in _remote_lines(rep["partitions"]))
         lines.extend("  " + row for row in _config_lines(rep["topic_configs"]))
         lines.append("")
     for dup in rep["duplicates"]:
@@ -194,6 +206,24 @@ def render(rep: dict[str, Any]) -> str:
         lines.append(f"{dup['topic']}-{dup['partition']} is in {len(dup['paths'])} places "
                      f"({what}): {', '.join(dup['paths'])}")
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _remote_lines(parts: list[dict[str, Any]]) -> list[str]:
+    """Per partition with a remote tier: where its remote segments came from and every remote
+    segment not read, read from the local log instead, cut, overlapping or missing."""
+    lines = []
+    for p in parts:
+        r = p.get("remote")
+        if r is None or not (r["remote_segments"] or r["not_read"] or r["gaps"]):
+            continue
+        lines.append(f"{p['name']}: {r['remote_segments']} remote segment(s) from {r['tier']}, "
+                     f"listed by {r['source']} (topic id {r['topic_id']})")
+        for label, key in (("not read", "not_read"), ("read from the local log instead",
+                                                      "held_locally"),
+                           ("overlap", "overlaps"), ("CONFLICT", "conflicts")):
+            lines += [f"  {label}: {line}" for line in r[key]]
+        lines += [f"  GAP: offsets {a}..{b} are in no segment" for a, b in r["gaps"]]
+    return lines
 
 
 def _config_lines(configs: dict[str, Any] | None) -> list[str]:
@@ -237,6 +267,16 @@ def _row(p: dict[str, Any]) -> tuple[str, ...]:
             notes.append(f"{len(p[key])} {key.replace('_', ' ')}")
     if p.get("unclean_segments"):
         notes.append("unclean tail in segment " + ",".join(map(str, p["unclean_segments"])))
+    remote = p.get("remote")
+    if remote is not None and remote["remote_segments"]:
+        notes.append(f"{remote['remote_segments']} remote")
+    if remote is not None:
+        notes += [f"GAP {a}..{b}" for a, b in remote["gaps"]]
+        notes += ["REMOTE OVERLAP"] if remote["conflicts"] else []
+    start, log_start = p["start_offset"], p.get("log_start_offset")
+    if remote is None and log_start is not None and start is not None and log_start < start:
+        notes.append(f"offsets {log_start}..{start - 1} not here (tiered storage? "
+                     "--remote-tier)")
     return (name, str(p["segment_count"]), offsets, records, _size(p["size"]), times, magics,
             codecs, "; ".join(notes))
 
@@ -274,8 +314,10 @@ def _extreme(fn: Any, values: list[int | None]) -> int | None:
               help="Only list directories and stat files; do not read .log headers.")
 @config_options("retention.ms=86400000")
 @storage_option
+@remote_tier_options
 def command(paths: tuple[str, ...], as_json: bool, shallow: bool, configs: tuple[str, ...],
-            config_file: str | None, storage_options: dict[str, str] | None) -> None:
+            config_file: str | None, storage_options: dict[str, str] | None,
+            remote_tier: str | None, remote_tier_layout: str | None) -> None:
     """Summarise Kafka log dirs, partition dirs or .log files (read-only).
 
     Shows topics, partitions, segments, offset and time ranges, sizes, record formats (magic),
@@ -283,10 +325,13 @@ def command(paths: tuple[str, ...], as_json: bool, shallow: bool, configs: tuple
     the log dir's lock, and each topic's effective config (cleanup.policy, retention, compaction
     settings) with where each value came from: --config, --config-file, the KRaft metadata
     log, internal-topic settings, or Kafka's defaults — what `kafkalog compact` and
-    `kafkalog retain` would use with the same options.
+    `kafkalog retain` would use with the same options. With --remote-tier each partition's
+    remote segments are listed first, with those left out and why.
     """
+    tier = as_remote_tier(remote_tier, remote_tier_layout, storage_options)
     found = discover(user_paths(paths, storage_options))
     require_kafka_data(found)  # says "no Kafka data here", naming what the path holds
+    found = found_with_remote_tier(found, tier)
     rep = report(found, shallow=shallow, options=parse_config_options(configs),
                  config_file=config_file, segments=as_json)
     if as_json:

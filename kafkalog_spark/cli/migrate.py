@@ -17,7 +17,7 @@ import click
 
 from ..delta.migrate import migrate, pending
 from ..storage import user_paths
-from .options import PathOrURI, parse_storage_options, storage_option
+from .options import PathOrURI, parse_storage_options, remote_tier_options, storage_option
 from .progress import Progress, progress_option, segment_files
 
 
@@ -89,13 +89,15 @@ def render(metrics: dict) -> str:
 @click.option("--source-storage-option", "source_storage_options", multiple=True,
               metavar="NAME=VALUE", callback=parse_storage_options,
               help="Store option for the SRC log dirs when they differ from DEST's.")
+@remote_tier_options
 @progress_option
 def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_pattern: str | None,
             layout: str, partition_by: str | None, headers: bool, metadata: bool, control: bool,
             isolation_level: str, decode_internal: bool, fail_on_data_loss: bool,
             app_id_prefix: str, use_spark: bool, master: str | None, dry_run: bool,
             as_json: bool, single_writer: bool, storage_options: dict[str, str] | None,
-            source_storage_options: dict[str, str] | None, progress: bool | None) -> None:
+            source_storage_options: dict[str, str] | None, remote_tier: str | None,
+            remote_tier_layout: str | None, progress: bool | None) -> None:
     """Migrate the records of Kafka log dirs SRC... into Delta tables under DEST.
 
     Each run continues where the last stopped (offsets recorded in the tables as Delta
@@ -118,7 +120,8 @@ def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_patt
                           include_metadata=metadata, include_control=control,
                           isolation_level=isolation_level,
                           decode_internal=decode_internal, fail_on_data_loss=fail_on_data_loss,
-                          app_id_prefix=app_id_prefix,
+                          app_id_prefix=app_id_prefix, remote_tier=remote_tier,
+                          remote_tier_layout=remote_tier_layout,
                           engine="spark" if use_spark else "local")
     click.echo(json.dumps(metrics, indent=2) if as_json else render(metrics))
     if dry_run and pending(metrics):

@@ -107,6 +107,39 @@ def maintenance_options(config_example: str) -> Callable[[Any], Any]:
     ])
 
 
+def remote_tier_options(fn: Any) -> Any:
+    """``--remote-tier URI`` and ``--remote-tier-layout``: tiered storage's remote tier read
+    beside the log dirs (``remote_tier`` / ``remote_tier_layout``, turned into a tier by
+    :func:`kafkalog_spark.tiered.tier.as_remote_tier`)."""
+    from ..tiered.tier import LAYOUTS
+
+    return _apply([
+        click.option("--remote-tier", metavar="URI", default=None,
+                     help="Tiered storage: the remote tier's folder or bucket URI (for "
+                          "LocalTieredStorage its rsm.config.dir); each partition's remote "
+                          "segments come before its local ones, each offset once."),
+        click.option("--remote-tier-layout", type=click.Choice(LAYOUTS), default=None,
+                     help="The remote tier's layout [default: local-tiered-storage]."),
+    ])(fn)
+
+
+def refuse_remote_tier(command: str) -> Callable[[Any], Any]:
+    """``--remote-tier`` / ``--remote-tier-layout`` on a maintenance command: refused with one
+    line saying why (the broker owns the remote tier)."""
+    def refuse(ctx: Any, param: Any, value: Any) -> None:
+        if value is not None:
+            raise InvalidOptionError(
+                f"{command} does not change a remote tier: the broker owns it (its "
+                "RemoteLogManager copies segments there and deletes them by retention); "
+                f"{command} changes the local log dirs of a stopped broker only - run it "
+                "without --remote-tier")
+
+    return _apply([click.option(name, expose_value=False, callback=refuse, default=None,
+                                metavar="URI", help=f"Refused: {command} never changes a "
+                                "remote tier (tiered storage); the broker owns it.")
+                   for name in ("--remote-tier", "--remote-tier-layout")])
+
+
 def refuse_symlinked_files(paths: tuple[str, ...] | list[str], *,
                            allow_named_link: bool = False) -> None:
     """Refuse a named segment file that is a symlink, or whose segment siblings are symlinks

@@ -14,11 +14,12 @@ import click
 
 from ..recovery.recover import recover
 from ..report import render_recovery
-from .options import PathOrURI
+from .options import PathOrURI, refuse_remote_tier
 from .progress import Progress, progress_option, segment_files
 
 
 @click.command("recover")
+@refuse_remote_tier("recover")
 @click.argument("log_dirs", nargs=-1, required=True,
                 type=PathOrURI(exists=True, file_okay=False))
 @click.option("--execute", is_flag=True, help="Change the disk (default: dry run, only plan).")

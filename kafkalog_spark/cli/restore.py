@@ -18,7 +18,7 @@ import click
 from ..delta.restore import restore
 from ..errors import InvalidOptionError
 from ..log.staging import DEFAULT_SEGMENT_BYTES
-from .options import PathOrURI
+from .options import PathOrURI, refuse_remote_tier
 
 
 def render(result: dict) -> str:
@@ -55,6 +55,7 @@ def _topic_ids(values: tuple[str, ...]) -> dict[str, str]:
 
 
 @click.command("restore")
+@refuse_remote_tier("restore")
 @click.argument("table", type=PathOrURI(exists=True, file_okay=False))
 @click.argument("dest_log_dir", type=click.Path(file_okay=False))
 @click.option("--topic", "topics", multiple=True, help="Restore only this topic (repeatable).")

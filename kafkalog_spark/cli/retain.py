@@ -13,10 +13,11 @@ import click
 
 from ..report import parse_config_options, render_retention
 from ..retention.retain import retain
-from .options import maintenance_options
+from .options import maintenance_options, refuse_remote_tier
 
 
 @click.command("retain")
+@refuse_remote_tier("retain")
 @maintenance_options("retention.ms=3600000")
 @click.option("--delete-delay-ms", type=int, default=0, show_default=True,
               help="Leave .deleted files for a later run older than this (0: remove now).")

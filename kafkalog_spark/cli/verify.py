@@ -20,10 +20,12 @@ import click
 
 from ..inspect.verify import verify
 from ..log.discovery import discover
+from ..log.history import found_with_remote_tier
 from ..log.selection import require_kafka_data
 from ..report import render_verify
 from ..storage import user_paths
-from .options import PathOrURI, refuse_symlinked_files, storage_option
+from ..tiered.tier import as_remote_tier
+from .options import PathOrURI, refuse_symlinked_files, remote_tier_options, storage_option
 from .progress import Progress, progress_option, segment_files
 
 
@@ -38,19 +40,23 @@ from .progress import Progress, progress_option, segment_files
 @click.option("--spark-threshold", type=int, default=None,
               help="Use Spark from this many bytes of .log files on (default 16 GiB).")
 @storage_option
+@remote_tier_options
 @progress_option
 def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool, use_spark: bool,
             use_local: bool, master: str | None, spark_threshold: int | None,
-            storage_options: dict[str, str] | None, progress: bool | None) -> None:
+            storage_options: dict[str, str] | None, remote_tier: str | None,
+            remote_tier_layout: str | None, progress: bool | None) -> None:
     """Check CRCs, structure, offsets, indexes, transaction indexes, producer snapshots and
     checkpoints of log dirs, partition dirs or .log files.
 
     Every problem names its file, byte position and base offset. Exits 1 if any error was
-    found. Changes nothing on disk.
+    found. Changes nothing on disk. With --remote-tier the remote segments are checked too
+    (gaps and overlaps in a partition's history are errors).
     """
     if use_spark and use_local:
         raise click.UsageError("--spark and --local exclude each other")
     refuse_symlinked_files(paths)
+    tier = as_remote_tier(remote_tier, remote_tier_layout, storage_options)
     paths = user_paths(paths, storage_options)
     found = discover(list(paths))
     require_kafka_data(found)  # nothing to check is a wrong path, not "OK"
@@ -58,6 +64,7 @@ def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool,
         from ..recovery.verify_job import SPARK_THRESHOLD_BYTES
 
         limit = SPARK_THRESHOLD_BYTES if spark_threshold is None else spark_threshold
+        found = found_with_remote_tier(found, tier)
         use_spark = sum(p.size for p in found.all_partition_dirs()) >= limit
     if use_spark:
         from ..recovery.verify_job import verify_spark
@@ -66,10 +73,11 @@ def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool,
         # Spark tasks read the files in other processes: the line shows the elapsed time
         with Progress("verify (spark)", enabled=progress):
             report = verify_spark(session(master), list(paths), deep=deep,
-                                  check_indexes=not no_indexes)
+                                  check_indexes=not no_indexes, remote_tier=tier)
     else:
         with Progress("verify", enabled=progress, files=lambda: segment_files(list(paths))):
-            report = verify(list(paths), deep=deep, check_indexes=not no_indexes)
+            report = verify(list(paths), deep=deep, check_indexes=not no_indexes,
+                            remote_tier=tier)
     if as_json:
         click.echo(json.dumps(report.to_dict(), indent=2))
     else:

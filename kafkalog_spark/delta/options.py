@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ..errors import InvalidOptionError
+from ..tiered.tier import check_layout
 
 LAYOUTS = ("per-topic", "single")
 PARTITION_COLUMNS = ("topic", "partition", "date")
@@ -69,6 +70,11 @@ MIGRATE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("single_writer", False, "a table on an object store whose writes are not "
                "conditional (the version file of a commit may be overwritten): accept that "
                "only one migration writes the table at a time; refused otherwise"),
+    OptionSpec("remote_tier", None, "tiered storage: the remote tier's folder or bucket URI; "
+               "each partition's remote segments are migrated before its local ones, each "
+               "offset once (docs/tiered-storage.md)"),
+    OptionSpec("remote_tier_layout", None, "the remote tier's layout: local-tiered-storage "
+               "(the default)"),
 )
 
 
@@ -91,6 +97,8 @@ class MigrateOptions:
     writer: str = "auto"
     killed_run_grace_s: float = 86400
     single_writer: bool = False
+    remote_tier: str | None = None
+    remote_tier_layout: str | None = None
 
     def wants(self, topic: str) -> bool:
         """Whether ``topics`` / ``topic_pattern`` select this topic."""
@@ -148,6 +156,9 @@ def parse_migrate_options(options: Mapping[str, object] | None = None, **kwargs:
         writer=_choice("writer", raw.get("writer", "auto"), WRITERS),
         killed_run_grace_s=_seconds(raw.get("killed_run_grace_s", 86400)),
         single_writer=_bool("single_writer", raw.get("single_writer", False)),
+        remote_tier=None if "remote_tier" not in raw else str(raw["remote_tier"]),
+        remote_tier_layout=None if "remote_tier_layout" not in raw
+        else check_layout(str(raw["remote_tier_layout"])),
     )
 
 

@@ -30,12 +30,14 @@ from ..codec.files.naming import LOG_START_OFFSET_CHECKPOINT
 from ..datasource.options import STORAGE_PREFIX
 from ..errors import KafkaLogError, Location
 from ..log.discovery import discover
+from ..log.history import found_with_remote_tier
 from ..log.model import PartitionDir
 from ..log.segment_info import describe_segment
 from ..log.selection import command_partitions
 from ..log.transactions import transaction_view
 from ..storage.atomic import read_checkpoint_file
 from ..storage.paths import ObjectPath
+from ..tiered.tier import as_remote_tier
 from .columns import table_schema
 from .options import MigrateOptions
 
@@ -115,15 +117,21 @@ class TablePlan:
             "kafka.isolation.level": "read_committed" if opts.read_committed
             else "read_uncommitted",
             **{STORAGE_PREFIX + k: v for k, v in self.source_storage.items()},
+            **({} if opts.remote_tier is None else {"remoteTier": opts.remote_tier}),
+            **({} if opts.remote_tier_layout is None
+               else {"remoteTierLayout": opts.remote_tier_layout}),
         }
 
 
 class SourcePartition(NamedTuple):
-    """A live partition to migrate, with its log start and log end offsets."""
+    """A live partition to migrate, with its log start and log end offsets; ``elsewhere``: the
+    checkpointed log start when it lies below the first segment read (tiered storage without
+    its remote tier: those offsets are in the tier)."""
 
     part: PartitionDir
     log_start: int
     log_end: int
+    elsewhere: int | None = None
 
 
 def source_partitions(sources: Sequence[PathLike], opts: MigrateOptions
@@ -133,6 +141,10 @@ def source_partitions(sources: Sequence[PathLike], opts: MigrateOptions
     segment that does not walk to its end fails the run with nothing created."""
     found = discover(list(sources))
     command_partitions(found, topics=opts.topics, pattern=opts.topic_pattern)
+    first = sources[0] if sources else None
+    found = found_with_remote_tier(found, as_remote_tier(
+        opts.remote_tier, opts.remote_tier_layout,
+        first.options if isinstance(first, ObjectPath) else None))
     out: dict[str, list[SourcePartition]] = {}
     for log_dir in found.log_dirs:
         starts = read_checkpoint_file(log_dir.path / LOG_START_OFFSET_CHECKPOINT,
@@ -150,8 +162,9 @@ def _add(out: dict, part: PartitionDir, checkpointed: int | None, opts: MigrateO
     first = part.segments[0].base_offset if part.segments else 0
     log_start = first if checkpointed is None else max(first, checkpointed)
     log_end = _log_end(part) if part.segments else log_start
+    elsewhere = checkpointed if checkpointed is not None and checkpointed < first else None
     out.setdefault(part.topic if opts.layout == "per-topic" else "", []).append(
-        SourcePartition(part, log_start, log_end))
+        SourcePartition(part, log_start, log_end, elsewhere))
 
 
 def plan_table(path: Path, parts: list[SourcePartition], opts: MigrateOptions,
@@ -179,8 +192,8 @@ def plan_table(path: Path, parts: list[SourcePartition], opts: MigrateOptions,
     first = parts[0].part.path if parts else None
     if isinstance(first, ObjectPath):
         plan.source_storage = dict(first.options)
-    for part, log_start, log_end in sorted(parts, key=lambda s: (s.part.topic or "",
-                                                                  s.part.partition or 0)):
+    for part, log_start, log_end, elsewhere in sorted(
+            parts, key=lambda s: (s.part.topic or "", s.part.partition or 0)):
         topic, partition = part.topic or "", part.partition or 0
         end = log_end
         if opts.read_committed and part.segments:
@@ -188,6 +201,12 @@ def plan_table(path: Path, parts: list[SourcePartition], opts: MigrateOptions,
             end = log_end if lso is None else min(log_end, lso)
         done = migrated.get(opts.app_id(topic, partition))
         start = log_start if done is None else done
+        if done is None and elsewhere is not None:
+            _data_loss(plan, part, opts, elsewhere, log_start,
+                       f"records [{elsewhere}, {log_start}) of {topic}-{partition} are not in "
+                       f"the log dir: its log start offset is {elsewhere} "
+                       "(log-start-offset-checkpoint); with tiered storage they are in the "
+                       "remote tier: pass remote_tier (--remote-tier)")
         if done is not None and done < log_start:
             _data_loss(plan, part, opts, done, log_start,
                        f"records [{done}, {log_start}) of {topic}-{partition} were deleted "

@@ -35,6 +35,7 @@ from typing import TextIO
 
 from ..errors import KafkaLogError
 from ..log.discovery import discover
+from ..log.history import found_with_remote_tier
 from ..log.selection import require_kafka_data
 from ..storage import as_path, storage_for
 from .dump_indexes import dump_offset_index, dump_snapshot, dump_time_index, dump_txn_index
@@ -78,7 +79,8 @@ def dump_files(paths: list[str], options: DumpOptions, out: TextIO, err: TextIO)
 
 def _expand(run: DumpRun, arg: str) -> list[str]:
     """A file as given; a partition dir (or a folder of loose segments) as its files in offset
-    order — each segment's ``.log``, then its indexes — then its producer snapshots."""
+    order — each segment's ``.log``, then its indexes — then its producer snapshots; with a
+    remote tier its remote segments' files first."""
     if not storage_for(arg).is_dir(arg):
         return [arg]
     try:
@@ -89,6 +91,11 @@ def _expand(run: DumpRun, arg: str) -> list[str]:
         return []
     if found.log_dirs:
         run.error(f"Error dumping {arg}: a log dir; name a partition dir or files")
+        return []
+    try:
+        found = found_with_remote_tier(found, run.options.remote_tier)
+    except KafkaLogError as exc:
+        run.error(f"Error dumping {arg}: {exc}")
         return []
     files = []
     for part in found.partitions:

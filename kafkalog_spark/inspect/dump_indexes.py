@@ -15,19 +15,18 @@ import pyarrow as pa
 
 from ..codec import layout as L
 from ..codec.files.index import read_offset_index, read_time_index, read_txn_index
-from ..codec.files.naming import offset_from_file_name
 from ..codec.files.snapshot import read_snapshot
 from ..codec.records.scan import STOP_LIMIT, scan_entries
 from ..errors import KafkaLogError
 from ..storage import absolute_name, mapped_file
 from . import dump_output
-from .dump_output import DumpRun, compact_json
+from .dump_output import DumpRun, compact_json, file_offset
 from .dump_segments import decode_range
 
 
 # --- .index (§16.4) ---------------------------------------------------------------------------
 def dump_offset_index(run: DumpRun, path: Path) -> None:
-    base = offset_from_file_name(path.name)
+    base = file_offset(run, path.name)
     log_path = path.parent / (path.name.split(".")[0] + ".log")
     with mapped_file(log_path) as log, mapped_file(path) as raw:
         idx = read_offset_index(raw, base, file=str(path))
@@ -67,7 +66,7 @@ def _first_batch_last_offset(run: DumpRun, log: np.ndarray, position: int) -> in
 
 # --- .timeindex (§16.5) -----------------------------------------------------------------------
 def dump_time_index(run: DumpRun, path: Path) -> None:
-    base = offset_from_file_name(path.name)
+    base = file_offset(run, path.name)
     prefix = path.name.split(".")[0]
     with (mapped_file(path.parent / (prefix + ".log")) as log,
           mapped_file(path.parent / (prefix + ".index")) as raw_index,
@@ -124,7 +123,7 @@ def _batch_reaching(log: np.ndarray, position: int, offset: int) -> tuple[int, i
 # --- .txnindex (§16.6) and .snapshot (§16.7) --------------------------------------------------
 def dump_txn_index(run: DumpRun, path: Path) -> None:
     with mapped_file(path) as raw:
-        t = read_txn_index(raw, offset_from_file_name(path.name), file=str(path))
+        t = read_txn_index(raw, file_offset(run, path.name), file=str(path))
     for v, pid, first, last, lso in zip(t.version.tolist(), t.producer_id.tolist(),
                                         t.first_offset.tolist(), t.last_offset.tolist(),
                                         t.last_stable_offset.tolist()):

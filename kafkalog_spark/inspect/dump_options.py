@@ -9,6 +9,7 @@ from typing import Any
 
 from ..codec.compression.codecs import DEFAULT_MAX_DECOMPRESSED
 from ..errors import InvalidOptionError
+from ..tiered.tier import RemoteTier
 
 JAVA_INT_MAX = 2**31 - 1  # Integer.MAX_VALUE: --max-bytes default; only then the trailing-bytes line
 DEFAULT_MAX_MESSAGE_SIZE = 5 * 1024 * 1024  # --max-message-size
@@ -35,6 +36,9 @@ class DumpOptions:
     skip_record_metadata: bool = False
     format: str = "text"
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED
+    # tiered storage: a partition dir dumps its remote segments first, and a remote copy's
+    # files (<offset>-<segment id>.<suffix>) are dumped as the broker's segment files
+    remote_tier: RemoteTier | None = None
 
     def __post_init__(self) -> None:
         if self.decoder not in DECODERS:

@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 from typing import Any, Callable, TextIO
 
+from ..codec.files.naming import offset_from_file_name
 from ..codec.records.decode import DecodeOptions
+from ..errors import LogDirError
+from ..tiered.local_tiered_storage import remote_file_name
 from .dump_options import DumpOptions, DumpReport
 
 SCAN_CHUNK_ENTRIES = 4096  # entries scanned, checksummed and decoded per step (bounded memory)
@@ -30,6 +33,21 @@ JSONL_KEYS = {
                        "current_txn_first_offset", "last_timestamp", "first_sequence",
                        "last_sequence", "last_offset", "offset_delta", "timestamp"),
 }
+
+
+def file_offset(run: "DumpRun", name: str) -> int:
+    """Kafka's ``offsetFromFileName``; with a remote tier (``--remote-tier``) also a remote
+    copy's name, ``<offset>-<segment id>.<suffix>`` (LocalTieredStorage)."""
+    remote = remote_file_name(name)
+    if remote is not None and run.options.remote_tier is not None:
+        return remote[0]
+    try:
+        return offset_from_file_name(name)
+    except LogDirError as exc:
+        if remote is None:
+            raise
+        raise LogDirError(f"{exc.reason}: a remote tier's copy of a segment; dump it with "
+                          "--remote-tier", exc.location) from None
 
 
 def compact_json(obj: Any) -> str:

@@ -14,8 +14,7 @@ import pyarrow as pa
 
 from ..codec import layout as L
 from ..codec.compression.codecs import decompress
-from ..codec.files.naming import (BOOTSTRAP_CHECKPOINT, offset_from_file_name,
-                                  parse_kraft_snapshot_name)
+from ..codec.files.naming import BOOTSTRAP_CHECKPOINT, parse_kraft_snapshot_name
 from ..codec.files.snapshot import increment_sequence
 from ..codec.records.crc import verify_crcs
 from ..codec.records.decode import decode_entries
@@ -27,7 +26,7 @@ from ..storage import absolute_name, mapped_file
 from . import dump_output
 from .dump_decoders import control_info, parse
 from .dump_options import JAVA_INT_MAX
-from .dump_output import DumpRun, compact_json, java_bool
+from .dump_output import DumpRun, compact_json, file_offset, java_bool
 
 RECORD_INDENT = "|"
 _TS_LABEL = L.TIMESTAMP_TYPE_NAMES
@@ -67,7 +66,7 @@ class _Records:
 def dump_log(run: DumpRun, path: Path) -> None:
     name = path.name
     if name.endswith(".log"):
-        start = offset_from_file_name(name)
+        start = file_offset(run, name)
         run.emit(f"Log starting offset: {start}",
                  lambda: {"type": "log_start_offset", "offset": start})
     elif name == BOOTSTRAP_CHECKPOINT:

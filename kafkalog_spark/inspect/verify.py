@@ -25,9 +25,11 @@ from ..codec.files import checkpoints as C
 from ..codec.files import naming as N
 from ..errors import KafkaLogError
 from ..log.discovery import discover
+from ..log.history import found_with_remote_tier
 from ..log.model import LogDir
 from ..storage import storage_for
 from ..storage.atomic import read_checkpoint_file
+from ..tiered.tier import RemoteTier
 from .verify_partitions import (_partition_file_problems, check_leader_epochs,
                                 check_segment_sequence, partition_bounds, verify_producer_state)
 from .verify_segments import ERROR, WARNING, Problem, SegmentCheck, _from_error, verify_segment
@@ -59,7 +61,8 @@ class VerifyReport:
 
 
 def verify(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
-           deep: bool = False, check_indexes: bool = True) -> VerifyReport:
+           deep: bool = False, check_indexes: bool = True,
+           remote_tier: RemoteTier | None = None) -> VerifyReport:
     """Verify log dirs, partition dirs or single ``.log`` files.
 
     Parameters
@@ -70,13 +73,16 @@ def verify(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
         Also decompress every batch and parse every record.
     check_indexes : bool
         Check ``.index``, ``.timeindex`` and ``.txnindex`` against their logs.
+    remote_tier : RemoteTier, optional
+        Tiered storage: each partition's remote segments are checked too, before its local
+        ones, and how they join is reported (gaps, overlaps, segments left out).
 
     Returns
     -------
     VerifyReport
         ``report.ok`` is False when any error-severity problem was found.
     """
-    found = discover(paths)
+    found = found_with_remote_tier(discover(paths), remote_tier)
 
     def results() -> Iterator[tuple[list[SegmentCheck], list[Problem]]]:
         # one partition at a time: the report keeps its problems, not every segment's check
@@ -184,8 +190,9 @@ def verify_log_dir_files(log_dir: LogDir, ends: dict[tuple[str, int], tuple[int,
                                         offset))
             elif name == N.LOG_START_OFFSET_CHECKPOINT and offset < first:
                 problems.append(Problem(WARNING, "checkpoint", f"{where}, below the first segment's "
-                                        f"base offset {first} (ignored by a broker)", file, None,
-                                        offset))
+                                        f"base offset {first} (ignored by a broker, unless tiered "
+                                        "storage holds these offsets in a remote tier: "
+                                        "--remote-tier)", file, None, offset))
             elif name == N.CLEANER_OFFSET_CHECKPOINT and offset > leo:
                 problems.append(Problem(ERROR, "checkpoint", f"{where}, beyond the log end offset "
                                         f"{leo}", file, None, offset))

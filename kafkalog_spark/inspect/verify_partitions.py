@@ -59,7 +59,23 @@ def _partition_file_problems(part: PartitionDir) -> list[Problem]:
     for path in part.orphan_indexes:
         problems.append(Problem(WARNING, "files", "index file without its .log "
                                 "(a broker deletes it at load)", str(path)))
-    return problems
+    return problems + _remote_tier_problems(part)
+
+
+def _remote_tier_problems(part: PartitionDir) -> list[Problem]:
+    """How the partition's remote segments join its local ones (log.history): overlapping
+    remote segments and offsets in no segment are errors (reads refuse them), a remote segment
+    running into the local log and remote segments left out are warnings."""
+    h, where = part.remote, str(part.path)
+    if h is None:
+        return []
+    out = [Problem(ERROR, "remote tier", f"remote segments overlap each other: {line}", where)
+           for line in h.conflicts]
+    out += [Problem(ERROR, "remote tier", f"offsets {a}..{b} are in no segment, neither in "
+                    f"{h.tier} nor in the log dir", where, None, a) for a, b in h.gaps]
+    out += [Problem(WARNING, "remote tier", line, where) for line in h.overlaps]
+    out += [Problem(WARNING, "remote tier", f"not read: {line}", where) for line in h.not_read]
+    return out
 
 
 def check_leader_epochs(part: PartitionDir, log_end: int) -> list[Problem]:
@@ -88,7 +104,10 @@ def check_segment_sequence(segments: Sequence[Segment], checks: Sequence[Segment
                                     f"the previous segment's last offset {prev_last}",
                                     str(seg.log), c.first_position, c.first_offset))
         if c.last_offset is not None:
-            prev_last = c.last_offset
+            # a remote segment the local log overlaps is read only up to its last_offset
+            # (reported by _remote_tier_problems)
+            prev_last = c.last_offset if seg.last_offset is None else \
+                min(c.last_offset, seg.last_offset)
     return problems
 
 

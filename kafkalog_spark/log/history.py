@@ -36,23 +36,40 @@ from .model import LogDirs, PartitionDir, RemoteHistory, Segment
 from .partition_state import checkpointed_log_starts, segment_next_offset
 
 METADATA_TOPIC = "__remote_log_metadata"
+UNREAD = object()  # with_remote_tier reads the metadata itself
 
 
 def with_remote_tier(parts: Sequence[PartitionDir], tier: RemoteTier | None,
-                     found: LogDirs) -> list[PartitionDir]:
+                     found: LogDirs, metadata: RemoteLogMetadata | None | object = UNREAD
+                     ) -> list[PartitionDir]:
     """``parts`` with their remote segments first (module docstring); unchanged without a
-    tier. Loose segments (no topic-partition) have no remote tier."""
+    tier. Loose segments (no topic-partition) have no remote tier. ``metadata``: the replayed
+    ``__remote_log_metadata`` when already read (else read here)."""
     if tier is None:
         return list(parts)
-    metadata = remote_log_metadata(found, parts)
+    if metadata is UNREAD:
+        metadata = remote_log_metadata(found, parts)
     log_starts = checkpointed_log_starts(parts)
     out = []
     for part in parts:
         if part.topic is None or part.partition is None or part.kind is not None:
             out.append(part)
             continue
-        out.append(_joined(part, tier, metadata, log_starts.get(part.path)))
+        out.append(_joined(part, tier, metadata, log_starts.get(part.path)))  # type: ignore
     return out
+
+
+def found_with_remote_tier(found: LogDirs, tier: RemoteTier | None) -> LogDirs:
+    """Everything discovery found, the live partition dirs with their remote segments first
+    (:func:`with_remote_tier`); unchanged without a tier."""
+    if tier is None:
+        return found
+    metadata = remote_log_metadata(found, found.partitions)
+    log_dirs = tuple(replace(d, partitions=tuple(with_remote_tier(d.partitions, tier, found,
+                                                                  metadata)))
+                     for d in found.log_dirs)
+    return LogDirs(log_dirs, tuple(with_remote_tier(found.partitions, tier, found, metadata)),
+                   found.duplicates)
 
 
 def check_history(part: PartitionDir, lo: int | None, hi: int | None) -> None:

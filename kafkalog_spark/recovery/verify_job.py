@@ -32,6 +32,8 @@ from ..inspect.verify import VerifyReport, assemble_report
 from ..inspect.verify_partitions import verify_producer_state
 from ..inspect.verify_segments import SegmentCheck, verify_segment
 from ..log.discovery import discover
+from ..log.history import found_with_remote_tier
+from ..tiered.tier import RemoteTier
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -126,7 +128,7 @@ def plan_bins(parts: Sequence, n: int,
 @task_errors()
 def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                  *, deep: bool = False, check_indexes: bool = True,
-                 tasks: int | None = None) -> VerifyReport:
+                 tasks: int | None = None, remote_tier: RemoteTier | None = None) -> VerifyReport:
     """:func:`~kafkalog_spark.inspect.verify.verify` as a Spark job.
 
     Parameters
@@ -135,7 +137,7 @@ def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence
         From :func:`kafkalog_spark.spark.session`.
     paths : path or sequence of paths
         Log dirs, partition dirs or ``.log`` files.
-    deep, check_indexes : bool
+    deep, check_indexes, remote_tier : optional
         As for the local verify.
     tasks : int, optional
         Number of Spark tasks (default: the default parallelism, one per core; more when a
@@ -147,7 +149,7 @@ def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence
     VerifyReport
         Identical to what the local verify returns for the same dirs.
     """
-    found = discover(paths)
+    found = found_with_remote_tier(discover(paths), remote_tier)
     parts = found.all_partition_dirs()
     sc = spark.sparkContext
     checks: list[list[Any]] = [[None] * len(p.segments) for p in parts]

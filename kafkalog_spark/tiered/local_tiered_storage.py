@@ -39,6 +39,14 @@ _REQUIRED = (N.LOG, N.INDEX, N.TIME_INDEX)
 Folder = os.PathLike[str] | ObjectPath
 
 
+def remote_file_name(name: str) -> tuple[int, str, str] | None:
+    """``(start offset, segment id, suffix)`` of a file name of this layout, else ``None``."""
+    m = FILE_RE.fullmatch(name)
+    if m is None or m.group(3) not in SUFFIXES:
+        return None
+    return int(m.group(1)), m.group(2), m.group(3)
+
+
 def partition_folders(tier: RemoteTier, topic: str, partition: int) -> dict[str, Folder]:
     """The tier's folders of ``topic``-``partition``, by topic id (more than one: the topic was
     deleted and created again)."""
@@ -119,10 +127,9 @@ def _files(folder: Folder) -> dict[tuple[int, str], dict[str, os.stat_result]]:
     out: dict[tuple[int, str], dict[str, os.stat_result]] = {}
     with storage_for(folder).scandir(folder) as it:
         for entry in it:
-            m = FILE_RE.fullmatch(entry.name)
-            if m and m.group(3) in SUFFIXES and entry.is_file():
-                key = (int(m.group(1)), m.group(2))
-                out.setdefault(key, {})[m.group(3)] = entry.stat()
+            parsed = remote_file_name(entry.name)
+            if parsed is not None and entry.is_file():
+                out.setdefault(parsed[:2], {})[parsed[2]] = entry.stat()
     return out
 
 

@@ -100,6 +100,8 @@ def remote_tier(uri: str | os.PathLike[str] | ObjectPath, layout: str = LOCAL_TI
     if not fs.is_dir(path):
         raise RemoteTierError(f"remote tier not found: {fs.missing_reason(path)}",
                               Location(str(uri)))
+    if not isinstance(path, ObjectPath):
+        path = fs.resolve(path)  # Spark tasks and messages get the absolute folder
     if path.name != LTS_ROOT:
         if not fs.is_dir(path / LTS_ROOT):
             raise RemoteTierError(
