@@ -4,16 +4,21 @@ jar, Maven set ``kafka-tiered``), a topic with ``remote.storage.enable=true`` an
 retention of one byte, so every rolled segment is copied to the tier and then deleted locally.
 
 What a consumer fetched from offset 0 while the broker ran (remote segments served through the
-RSM, then the local ones) is what ``read_log(log_dir, remote_tier=...)`` and ``format("kafkalog")``
-read from the stopped broker's files; ``kafkalog dump --remote-log-metadata-decoder`` prints what
-``kafka.tools.DumpLogSegments --remote-log-metadata-decoder`` prints over the broker's
-``__remote_log_metadata`` log, also for record values damaged on purpose.
+RSM, then the local ones), at both isolation levels (an aborted transaction leaves a
+``.txnindex`` in the tier), is what ``read_log(log_dir, remote_tier=...)``, the data source and
+``format("kafkalog")`` read from the stopped broker's files — also without the
+``__remote_log_metadata`` log (the tier listed), and what ``kafkalog migrate --remote-tier``
+writes; ``info`` and ``verify`` see the whole history without a problem. ``kafkalog dump
+--remote-log-metadata-decoder`` prints what ``kafka.tools.DumpLogSegments
+--remote-log-metadata-decoder`` prints over the broker's ``__remote_log_metadata`` log, also for
+record values damaged on purpose.
 
 One broker run per module (about 15 s): its log dir and tier are copied when it stops.
 """
 
 from __future__ import annotations
 
+import json
 import random
 import shutil
 import time
@@ -27,7 +32,8 @@ import kafkalog_spark as kl
 
 from . import maven_jars
 from .broker import KafkaBroker
-from .clients import Consumed, consume_all, make_sends, produce_python
+from .clients import (Consumed, consume_all, make_sends, produce_python,
+                      produce_python_transactions)
 from .compare import differences, records_of
 from .dumps import kafka_dump, our_dump
 
@@ -62,7 +68,7 @@ class TieredRun:
 
     log_dir: Path
     tier: Path
-    consumed: dict[tuple[str, int], list[Consumed]]
+    consumed: dict[str, dict[tuple[str, int], list[Consumed]]]  # by isolation level
     jars: Path
     log4j: Path
 
@@ -84,11 +90,17 @@ def tiered_run(tmp_path_factory) -> TieredRun:
             "remote.storage.enable": "true", "local.retention.bytes": "1",
             "segment.ms": "400", "index.interval.bytes": "1"})
         rng = random.Random(32)
-        for _ in range(ROUNDS):
+        for i in range(ROUNDS):
             produce_python(broker.bootstrap, make_sends(rng, TOPIC, PARTITIONS, PER_ROUND), "lz4")
+            if i == 1:  # an aborted and a committed transaction: .txnindex files in the tier
+                produce_python_transactions(
+                    broker.bootstrap, [(make_sends(rng, TOPIC, PARTITIONS, 10), False),
+                                       (make_sends(rng, TOPIC, PARTITIONS, 10), True)],
+                    "none", "tiered-txn")
             time.sleep(0.6)  # past segment.ms: the next round rolls a new segment
         _wait_offloaded(broker, tier)
-        consumed = consume_all(broker.bootstrap, [TOPIC], "read_uncommitted")
+        consumed = {iso: consume_all(broker.bootstrap, [TOPIC], iso)
+                    for iso in ("read_uncommitted", "read_committed")}
     finally:
         if broker.is_running():
             broker.stop()
@@ -157,3 +169,85 @@ def test_dump_remote_log_metadata_decoder_on_damaged_values_matches_kafka(tiered
     ours = our_dump(files, flags)
     assert kafka.stdout.count("Error at offset") == 5
     assert ours.stdout.splitlines() == kafka.stdout.splitlines()
+
+
+# --- the partition's history: tier + log dir == what the consumer fetched from offset 0 ---------
+
+def test_the_broker_offloaded_and_deleted_locally(tiered_run):
+    for p in range(PARTITIONS):
+        local = sorted((tiered_run.log_dir / f"{TOPIC}-{p}").glob("*.log"))
+        assert int(local[0].stem) > 0  # the first local segment is past offset 0
+        assert tiered_run.consumed["read_uncommitted"][(TOPIC, p)][0].offset == 0
+    assert len(list(tiered_run.tier.rglob("*.txnindex"))) >= 1  # the aborted transaction
+
+
+@pytest.mark.parametrize("isolation", ["read_uncommitted", "read_committed"])
+def test_read_log_with_the_tier_is_what_the_consumer_fetched(tiered_run, isolation):
+    table = kl.read_log(tiered_run.log_dir, topics=[TOPIC], include_headers=True,
+                        remote_tier=tiered_run.tier)
+    got = records_of(table)
+    if isolation == "read_committed":  # the data source's isolation, over the same history
+        from kafkalog_spark.datasource.options import parse_read_options
+        from kafkalog_spark.datasource.plan import plan_scan
+        from kafkalog_spark.datasource.reader import read_split
+
+        opts = parse_read_options({"path": str(tiered_run.log_dir), "subscribe": TOPIC,
+                                   "includeHeaders": "true", "remoteTier": str(tiered_run.tier),
+                                   "kafka.isolation.level": "read_committed"})
+        batches = [b for s in plan_scan(opts).splits for b in read_split(s, opts)]
+        got = records_of(pa.Table.from_batches(batches))
+    assert differences(tiered_run.consumed[isolation], got) == []
+
+
+def test_the_log_dir_alone_is_only_the_tail(tiered_run):
+    table = kl.read_log(tiered_run.log_dir, topics=[TOPIC])
+    for p in range(PARTITIONS):
+        offsets = [o for o, q in zip(table["offset"].to_pylist(), table["partition"].to_pylist())
+                   if q == p]
+        assert offsets[0] > 0
+
+
+def test_without_the_metadata_log_the_tier_listing_gives_the_same_history(tiered_run, tmp_path):
+    copy = tmp_path / "logs"
+    shutil.copytree(tiered_run.log_dir, copy, ignore=shutil.ignore_patterns(METADATA_DIR))
+    table = kl.read_log(copy, topics=[TOPIC], include_headers=True, remote_tier=tiered_run.tier)
+    assert differences(tiered_run.consumed["read_uncommitted"], records_of(table)) == []
+
+
+def test_info_and_verify_with_the_tier(tiered_run):
+    from .ours import kafkalog
+
+    info = json.loads(kafkalog("info", "--json", tiered_run.log_dir, "--remote-tier",
+                               tiered_run.tier).stdout)
+    for part in info["log_dirs"][0]["partitions"]:
+        if part["topic"] == TOPIC:
+            assert part["start_offset"] == 0 and part["remote"]["remote_segments"] >= ROUNDS - 2
+            assert part["remote"]["source"] == "__remote_log_metadata"
+            assert part["remote"]["gaps"] == [] and part["remote"]["conflicts"] == []
+            n = len(tiered_run.consumed["read_uncommitted"][(TOPIC, part["partition"])])
+            assert part["next_offset"] >= n
+    rep = json.loads(kafkalog("verify", "--local", "--json", tiered_run.log_dir,
+                              "--remote-tier", tiered_run.tier).stdout)
+    assert rep["ok"], [p for p in rep["problems"] if p["severity"] == "error"]
+
+
+@pytest.mark.spark
+def test_spark_reads_the_history(tiered_run, spark):
+    df = (spark.read.format("kafkalog").option("subscribe", TOPIC)
+          .option("includeHeaders", "true").option("remoteTier", str(tiered_run.tier))
+          .load(str(tiered_run.log_dir)))
+    assert differences(tiered_run.consumed["read_uncommitted"], records_of(df.toArrow())) == []
+
+
+def test_migrate_with_the_tier(tiered_run, tmp_path):
+    import deltalake
+
+    from .ours import kafkalog
+
+    kafkalog("migrate", tiered_run.log_dir, tmp_path / "lake", "--topic", TOPIC,
+             "--remote-tier", tiered_run.tier)
+    table = deltalake.DeltaTable(str(tmp_path / "lake" / TOPIC)).to_pyarrow_table()
+    got = sorted(zip(table["partition"].to_pylist(), table["offset"].to_pylist()))
+    want = sorted((p, r.offset) for (_, p), recs in
+                  tiered_run.consumed["read_uncommitted"].items() for r in recs)
+    assert got == want
