@@ -3,8 +3,8 @@ through a real broker by ``spark.read.format("kafka")`` (spark-sql-kafka-0-10 fr
 from that broker's log dir, once it is stopped, by ``format("kafkalog")``.
 
 A Kafka 4.1.2 broker (``tests/oracle/broker.py``, jars from Maven) gets two topics of
-``--partitions`` partitions, ``--gb`` GB of records each (``--record-size`` bytes of random
-capital letters, null keys, Kafka's own ``ProducerPerformance``), one uncompressed and one lz4.
+``--partitions`` partitions, ``--gb`` GB of records each (``--record-size``-byte JSON-like
+event payloads, null keys, Kafka's own ``ProducerPerformance``), one uncompressed, one lz4.
 One Spark session (``--master``, default local[2]) with the Kafka source's jars reads each topic
 twice per source: a full scan (every column, ``write.format("noop")``) and a two-column
 aggregation (``groupBy("partition").agg(count, sum(length(value)))``), with the same session
@@ -63,17 +63,37 @@ class CpuMeter:
 
 
 def spark_jvm_pid() -> int:
-    """The JVM pyspark launched for this process (spark-submit's scripts exec into it)."""
+    """The JVM pyspark launched for this process (spark-submit's scripts exec into it; the
+    broker is another java descendant)."""
     for pid in descendants(os.getpid()):
-        if "java" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode():
+        try:
+            args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if args[0].endswith(b"java") and b"org.apache.spark.deploy.SparkSubmit" in args:
             return pid
     raise RuntimeError("no Spark JVM among this process's children")
 
 
-def produce(broker: KafkaBroker, topic: str, records: int, size: int, codec: str) -> float:
+def payload_file(path: Path, size: int, lines: int = 20_000, seed: int = 31) -> Path:
+    """``lines`` JSON-like event payloads of ``size`` bytes (fields from small vocabularies,
+    as application events are: lz4 gets them to about half), one per line."""
+    import random
+
+    rng = random.Random(seed)
+    users, kinds = [f"user-{i:05d}" for i in range(2000)], ["click", "view", "buy", "scroll"]
+    with open(path, "w") as f:
+        for i in range(lines):
+            event = (f'{{"id":{i},"user":"{rng.choice(users)}","kind":"{rng.choice(kinds)}",'
+                     f'"page":"/p/{rng.randrange(500)}","ms":{rng.randrange(10**6)},"tags":"')
+            f.write((event + "x" * size)[:size - 2] + '"}\n')
+    return path
+
+
+def produce(broker: KafkaBroker, topic: str, records: int, payloads: Path, codec: str) -> float:
     t0 = time.perf_counter()
     broker.java("org.apache.kafka.tools.ProducerPerformance", "--topic", topic,
-                "--num-records", str(records), "--record-size", str(size),
+                "--num-records", str(records), "--payload-file", str(payloads),
                 "--throughput", "-1", "--producer-props", f"bootstrap.servers={broker.bootstrap}",
                 "acks=1", "linger.ms=50", "batch.size=524288", f"compression.type={codec}",
                 timeout=3600)
@@ -99,6 +119,10 @@ def measure(spark, meter: CpuMeter, reader, what: str) -> dict:
     return out
 
 
+def cpu(result: dict) -> float:
+    return sum(v for k, v in result.items() if k.startswith("cpu_"))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gb", type=float, default=1.0, help="GB of record payload per topic")
@@ -114,10 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     results: dict = {"kafka": {}, "kafkalog": {}}
     try:
         broker.start()
+        payloads = payload_file(scratch / "payloads.txt", args.record_size)
         produced = {}
         for topic, codec in topics.items():
             broker.create_topic(topic, args.partitions)
-            produced[topic] = round(produce(broker, topic, records, args.record_size, codec), 1)
+            produced[topic] = round(produce(broker, topic, records, payloads, codec), 1)
         from kafkalog_spark.spark import session
 
         spark = session(args.master, app_name="bench-kafka-source",
@@ -164,15 +189,17 @@ def main(argv: list[str] | None = None) -> int:
     for k, v in meta.items():
         print(f"{k}: {v}")
     print("\n| topic | query | Kafka source s | kafkalog s | Kafka / kafkalog | CPU s Kafka "
-          "(broker / Spark JVM / Python) | CPU s kafkalog (Spark JVM / Python) |")
-    print("|---|---|---|---|---|---|---|")
+          "(broker / Spark JVM / Python) | CPU s kafkalog (Spark JVM / Python) | CPU Kafka / "
+          "kafkalog |")
+    print("|---|---|---|---|---|---|---|---|")
     for topic in topics:
         for query in ("full scan", "aggregation"):
             k, o = results["kafka"][topic][query], results["kafkalog"][topic][query]
             print(f"| {topic} | {query} | {k['seconds']} | {o['seconds']} | "
                   f"{k['seconds'] / o['seconds']:.2f}x | {k['cpu_broker_s']} / "
                   f"{k['cpu_spark_jvm_s']} / {k['cpu_python_workers_s']} | "
-                  f"{o['cpu_spark_jvm_s']} / {o['cpu_python_workers_s']} |")
+                  f"{o['cpu_spark_jvm_s']} / {o['cpu_python_workers_s']} | "
+                  f"{cpu(k) / max(cpu(o), 0.1):.2f}x |")
     return 0
 
 
