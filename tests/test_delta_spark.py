@@ -276,10 +276,11 @@ NO_RUN_ID = ("issue 31: restore/erase --table recognise a migrate table by kafka
              "kafkalog:<topic>:<p> application transactions)")
 DV_UNREADABLE = ("issue 31: delta-rs 1.6 refuses tables with the deletionVectors reader "
                  "feature; restore/erase need delta-spark (or a delta-rs that reads them)")
+DV_AND_RUN_ID = f"{NO_RUN_ID}; and then: {DV_UNREADABLE}"
 DV_PARAMS = [pytest.param(False, id="dv-off", marks=pytest.mark.xfail(strict=True,
                                                                       reason=NO_RUN_ID)),
              pytest.param(True, id="dv-on", marks=pytest.mark.xfail(strict=True,
-                                                                    reason=DV_UNREADABLE))]
+                                                                    reason=DV_AND_RUN_ID))]
 
 
 def kafkalog(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -300,6 +301,26 @@ def test_restore_a_table_delta_spark_wrote(delta_spark, tmp_path, dv):
     if dv:
         assert any(h["operationMetrics"].get("numDeletionVectorsAdded", "0") != "0"
                    for h in history(delta_spark, table) if h["operation"] == "DELETE")
+    done = kafkalog("restore", str(table), str(tmp_path / "restored"), "--json")
+    assert done.returncode == 0, done.stderr
+    want = delta_spark.run(_spark_rows, table)
+    assert log_rows(tmp_path / "restored") == want and len(want) == 599
+
+
+@pytest.mark.xfail(strict=True, reason=DV_UNREADABLE)
+def test_restore_a_delta_rs_table_after_delta_spark_deleted_with_deletion_vectors(
+        delta_spark, tmp_path):
+    """A table the delta-rs writer made (a migrate table by every test), then deletion vectors
+    turned on and a row deleted by delta-spark: restore gives the table's rows, not the
+    deleted one back."""
+    logs, dest = make_logs(tmp_path), tmp_path / "delta"
+    migrate(logs, dest, include_control=True)
+    table = dest / "orders"
+    delta_spark.run(_sql, f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES "
+                          f"('delta.enableDeletionVectors' = 'true')")
+    delta_spark.run(_sql, f"DELETE FROM delta.`{table}` WHERE key = X'6b31'")  # k1
+    assert any(h["operationMetrics"].get("numDeletionVectorsAdded", "0") != "0"
+               for h in history(delta_spark, table) if h["operation"] == "DELETE")
     done = kafkalog("restore", str(table), str(tmp_path / "restored"), "--json")
     assert done.returncode == 0, done.stderr
     want = delta_spark.run(_spark_rows, table)
