@@ -70,7 +70,8 @@ def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool
             transaction_log_decoder: bool, cluster_metadata_decoder: bool,
             remote_log_metadata_decoder: bool, skip_record_metadata: bool, fmt: str,
             storage_options: dict[str, str] | None, remote_tier: str | None,
-            remote_tier_layout: str | None, progress: bool | None) -> None:
+            remote_tier_layout: str | None, remote_tier_private_key: tuple[str, ...],
+            progress: bool | None) -> None:
     """Dump .log, .index, .timeindex, .txnindex, .snapshot and KRaft .checkpoint files the way
     kafka-dump-log.sh (Kafka 4.x) prints them. Never changes a file. With --remote-tier a
     partition dir dumps its remote segments first, and a tier's copies can be named too."""
@@ -95,7 +96,8 @@ def command(paths: tuple[str, ...], files: tuple[str, ...], print_data_log: bool
         verify_index_only=verify_index_only, index_sanity_check=index_sanity_check,
         max_message_size=max_message_size, max_bytes=max_bytes, decoder=decoder,
         skip_record_metadata=skip_record_metadata, format=fmt,
-        remote_tier=as_remote_tier(remote_tier, remote_tier_layout, storage_options))
+        remote_tier=as_remote_tier(remote_tier, remote_tier_layout, storage_options,
+                                   remote_tier_private_key))
     out = click.get_text_stream("stdout")
     err = click.get_text_stream("stderr")
     with Progress("dump", enabled=progress, files=plain_files(targets), unit="files"):

@@ -317,7 +317,8 @@ def _extreme(fn: Any, values: list[int | None]) -> int | None:
 @remote_tier_options
 def command(paths: tuple[str, ...], as_json: bool, shallow: bool, configs: tuple[str, ...],
             config_file: str | None, storage_options: dict[str, str] | None,
-            remote_tier: str | None, remote_tier_layout: str | None) -> None:
+            remote_tier: str | None, remote_tier_layout: str | None,
+            remote_tier_private_key: tuple[str, ...]) -> None:
     """Summarise Kafka log dirs, partition dirs or .log files (read-only).
 
     Shows topics, partitions, segments, offset and time ranges, sizes, record formats (magic),
@@ -328,7 +329,8 @@ def command(paths: tuple[str, ...], as_json: bool, shallow: bool, configs: tuple
     `kafkalog retain` would use with the same options. With --remote-tier each partition's
     remote segments are listed first, with those left out and why.
     """
-    tier = as_remote_tier(remote_tier, remote_tier_layout, storage_options)
+    tier = as_remote_tier(remote_tier, remote_tier_layout, storage_options,
+                          remote_tier_private_key)
     found = discover(user_paths(paths, storage_options))
     require_kafka_data(found)  # says "no Kafka data here", naming what the path holds
     found = found_with_remote_tier(found, tier)

@@ -97,7 +97,8 @@ def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_patt
             app_id_prefix: str, use_spark: bool, master: str | None, dry_run: bool,
             as_json: bool, single_writer: bool, storage_options: dict[str, str] | None,
             source_storage_options: dict[str, str] | None, remote_tier: str | None,
-            remote_tier_layout: str | None, progress: bool | None) -> None:
+            remote_tier_layout: str | None, remote_tier_private_key: tuple[str, ...],
+            progress: bool | None) -> None:
     """Migrate the records of Kafka log dirs SRC... into Delta tables under DEST.
 
     Each run continues where the last stopped (offsets recorded in the tables as Delta
@@ -122,6 +123,7 @@ def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_patt
                           decode_internal=decode_internal, fail_on_data_loss=fail_on_data_loss,
                           app_id_prefix=app_id_prefix, remote_tier=remote_tier,
                           remote_tier_layout=remote_tier_layout,
+                          remote_tier_private_key=list(remote_tier_private_key) or None,
                           engine="spark" if use_spark else "local")
     click.echo(json.dumps(metrics, indent=2) if as_json else render(metrics))
     if dry_run and pending(metrics):

@@ -120,6 +120,9 @@ def remote_tier_options(fn: Any) -> Any:
                           "segments come before its local ones, each offset once."),
         click.option("--remote-tier-layout", type=click.Choice(LAYOUTS), default=None,
                      help="The remote tier's layout [default: local-tiered-storage]."),
+        click.option("--remote-tier-private-key", "remote_tier_private_key", multiple=True,
+                     metavar="PEM", help="RSA private key file of encrypted aiven segments "
+                     "(repeatable; read when needed, never printed)."),
     ])(fn)
 
 
@@ -137,7 +140,8 @@ def refuse_remote_tier(command: str) -> Callable[[Any], Any]:
     return _apply([click.option(name, expose_value=False, callback=refuse, default=None,
                                 metavar="URI", help=f"Refused: {command} never changes a "
                                 "remote tier (tiered storage); the broker owns it.")
-                   for name in ("--remote-tier", "--remote-tier-layout")])
+                   for name in ("--remote-tier", "--remote-tier-layout",
+                                "--remote-tier-private-key")])
 
 
 def refuse_symlinked_files(paths: tuple[str, ...] | list[str], *,

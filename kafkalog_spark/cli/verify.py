@@ -45,7 +45,8 @@ from .progress import Progress, progress_option, segment_files
 def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool, use_spark: bool,
             use_local: bool, master: str | None, spark_threshold: int | None,
             storage_options: dict[str, str] | None, remote_tier: str | None,
-            remote_tier_layout: str | None, progress: bool | None) -> None:
+            remote_tier_layout: str | None, remote_tier_private_key: tuple[str, ...],
+            progress: bool | None) -> None:
     """Check CRCs, structure, offsets, indexes, transaction indexes, producer snapshots and
     checkpoints of log dirs, partition dirs or .log files.
 
@@ -56,7 +57,8 @@ def command(paths: tuple[str, ...], deep: bool, no_indexes: bool, as_json: bool,
     if use_spark and use_local:
         raise click.UsageError("--spark and --local exclude each other")
     refuse_symlinked_files(paths)
-    tier = as_remote_tier(remote_tier, remote_tier_layout, storage_options)
+    tier = as_remote_tier(remote_tier, remote_tier_layout, storage_options,
+                          remote_tier_private_key)
     paths = user_paths(paths, storage_options)
     found = discover(list(paths))
     require_kafka_data(found)  # nothing to check is a wrong path, not "OK"

@@ -96,9 +96,9 @@ READ_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("maxRowsPerBatch", str(DEFAULT_MAX_ROWS_PER_BATCH),
                "most rows per Arrow record batch a task yields"),
     OptionSpec("verifyCrc", "true", "check every batch's CRC"),
-    OptionSpec("remoteTier", None, "tiered storage: the remote tier's folder or URI; each "
-               "partition's remote segments are read before its local ones, each offset once"),
-    OptionSpec("remoteTierLayout", "local-tiered-storage", "the remote tier's layout"),
+    OptionSpec("remoteTier", None, "tiered storage: the remote tier's folder or URI, read first"),
+    OptionSpec("remoteTierLayout", "local-tiered-storage", "the remote tier's layout, or aiven"),
+    OptionSpec("remoteTierPrivateKey", None, "RSA key PEM files (comma-separated), aiven only"),
 )
 
 
@@ -252,7 +252,8 @@ def parse_read_options(options: Mapping[str, str],
         loose_topic=raw.get("looseTopic"),
         loose_partition=_opt_int("loosePartition", raw.get("loosePartition"), 0),
         remote_tier=as_remote_tier(raw.get("remoteTier"), raw.get("remoteTierLayout"),
-                                   storage_options(options, session_storage)))
+                                   storage_options(options, session_storage),
+                                   raw.get("remoteTierPrivateKey")))
 
 
 def options_doc() -> str:

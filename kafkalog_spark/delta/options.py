@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..errors import InvalidOptionError
 from ..tiered.tier import check_layout
@@ -74,7 +74,9 @@ MIGRATE_OPTIONS: tuple[OptionSpec, ...] = (
                "each partition's remote segments are migrated before its local ones, each "
                "offset once (docs/tiered-storage.md)"),
     OptionSpec("remote_tier_layout", None, "the remote tier's layout: local-tiered-storage "
-               "(the default)"),
+               "(the default) or aiven"),
+    OptionSpec("remote_tier_private_key", None, "PEM files of the RSA private keys of "
+               "encrypted aiven segments (a list, or comma-separated)"),
 )
 
 
@@ -99,6 +101,7 @@ class MigrateOptions:
     single_writer: bool = False
     remote_tier: str | None = None
     remote_tier_layout: str | None = None
+    remote_tier_private_key: tuple[str, ...] = field(default=(), repr=False)
 
     def wants(self, topic: str) -> bool:
         """Whether ``topics`` / ``topic_pattern`` select this topic."""
@@ -159,6 +162,7 @@ def parse_migrate_options(options: Mapping[str, object] | None = None, **kwargs:
         remote_tier=None if "remote_tier" not in raw else str(raw["remote_tier"]),
         remote_tier_layout=None if "remote_tier_layout" not in raw
         else check_layout(str(raw["remote_tier_layout"])),
+        remote_tier_private_key=_key_files(raw.get("remote_tier_private_key")),
     )
 
 
@@ -168,6 +172,12 @@ def options_doc() -> str:
     rows += [f"| `{s.name}` | {'' if s.default is None else f'`{s.default}`'} | {s.doc} |"
              for s in MIGRATE_OPTIONS]
     return "\n".join(rows)
+
+
+def _key_files(value: object) -> tuple[str, ...]:
+    items: Iterable[object] = (value.split(",") if isinstance(value, str)  # type: ignore
+                               else value or ())
+    return tuple(str(k).strip() for k in items if str(k).strip())
 
 
 def _topics(value: object) -> frozenset[str] | None:

@@ -120,6 +120,8 @@ class TablePlan:
             **({} if opts.remote_tier is None else {"remoteTier": opts.remote_tier}),
             **({} if opts.remote_tier_layout is None
                else {"remoteTierLayout": opts.remote_tier_layout}),
+            **({} if not opts.remote_tier_private_key
+               else {"remoteTierPrivateKey": ",".join(opts.remote_tier_private_key)}),
         }
 
 
@@ -144,7 +146,7 @@ def source_partitions(sources: Sequence[PathLike], opts: MigrateOptions
     first = sources[0] if sources else None
     found = found_with_remote_tier(found, as_remote_tier(
         opts.remote_tier, opts.remote_tier_layout,
-        first.options if isinstance(first, ObjectPath) else None))
+        first.options if isinstance(first, ObjectPath) else None, opts.remote_tier_private_key))
     out: dict[str, list[SourcePartition]] = {}
     for log_dir in found.log_dirs:
         starts = read_checkpoint_file(log_dir.path / LOG_START_OFFSET_CHECKPOINT,

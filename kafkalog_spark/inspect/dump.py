@@ -31,7 +31,7 @@ Files are only memory-mapped read-only: no byte and no modification time changes
 
 from __future__ import annotations
 
-from typing import TextIO
+from typing import Any, TextIO
 
 from ..errors import KafkaLogError
 from ..log.discovery import discover
@@ -77,7 +77,7 @@ def dump_files(paths: list[str], options: DumpOptions, out: TextIO, err: TextIO)
     return run.report
 
 
-def _expand(run: DumpRun, arg: str) -> list[str]:
+def _expand(run: DumpRun, arg: str) -> list[Any]:
     """A file as given; a partition dir (or a folder of loose segments) as its files in offset
     order — each segment's ``.log``, then its indexes — then its producer snapshots; with a
     remote tier its remote segments' files first."""
@@ -97,19 +97,22 @@ def _expand(run: DumpRun, arg: str) -> list[str]:
     except KafkaLogError as exc:
         run.error(f"Error dumping {arg}: {exc}")
         return []
-    files = []
+    files: list = []
     for part in found.partitions:
         for seg in part.segments:
-            files += [str(p) for p in (seg.log, seg.index, seg.timeindex, seg.txnindex)
+            # a remote segment's files may be virtual (aiven): kept as path objects
+            files += [p if seg.remote_id is not None else str(p)
+                      for p in (seg.log, seg.index, seg.timeindex, seg.txnindex)
                       if p is not None]
         files += [str(p) for p in sorted(part.snapshots)]
     return files
 
 
-def _dump_file(run: DumpRun, arg: str) -> None:
+def _dump_file(run: DumpRun, arg: Any) -> None:
     """One file, by the kind its name ends with (§16.2)."""
-    run.arg = arg
+    run.arg = str(arg)
     path = as_path(arg)
+    arg = run.arg
     name = path.name
     suffix = name[name.rfind("."):] if "." in name else ""
     handler = {".log": dump_log, ".checkpoint": dump_log, ".index": dump_offset_index,

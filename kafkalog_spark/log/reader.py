@@ -52,8 +52,8 @@ def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | N
               end_offset: OffsetBound = None, loose_topic: str | None = None,
               loose_partition: int | None = None,
               storage_options: Mapping[str, str] | None = None,
-              remote_tier: TierLike = None, remote_tier_layout: str | None = None
-              ) -> list[ReadPlan]:
+              remote_tier: TierLike = None, remote_tier_layout: str | None = None,
+              remote_tier_private_key: str | Sequence[str] | None = None) -> list[ReadPlan]:
     """The segments :func:`read_log` would read, in output order (no file contents read).
 
     ``start_offset`` is inclusive, ``end_offset`` exclusive (like Spark's ``endingOffsets``);
@@ -65,7 +65,8 @@ def plan_read(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | N
     remote segments come first (:mod:`.history`).
     """
     paths = user_paths(paths, storage_options)
-    tier = as_remote_tier(remote_tier, remote_tier_layout, storage_options)
+    tier = as_remote_tier(remote_tier, remote_tier_layout, storage_options,
+                          remote_tier_private_key)
     found = discover(paths)
     wanted_topics = None if topics is None else set(topics)
     wanted_parts = None if partitions is None else set(partitions)
@@ -132,7 +133,8 @@ def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
              max_rows: int = 65536, columns: Sequence[str] | None = None,
              loose_topic: str | None = None, loose_partition: int | None = None,
              storage_options: Mapping[str, str] | None = None, remote_tier: TierLike = None,
-             remote_tier_layout: str | None = None) -> LogReadResult:
+             remote_tier_layout: str | None = None,
+             remote_tier_private_key: str | Sequence[str] | None = None) -> LogReadResult:
     """Like :func:`read_log`, yielding bounded ``pyarrow.RecordBatch``es instead of one table;
     the result's ``bad_ranges`` lists what ``on_error="skip"`` left out."""
     options = DecodeOptions(verify_crc=verify_crc, include_headers=include_headers,
@@ -143,7 +145,8 @@ def iter_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
                                    start_offset=start_offset, end_offset=end_offset,
                                    loose_topic=loose_topic, loose_partition=loose_partition,
                                    storage_options=storage_options, remote_tier=remote_tier,
-                                   remote_tier_layout=remote_tier_layout),
+                                   remote_tier_layout=remote_tier_layout,
+                                   remote_tier_private_key=remote_tier_private_key),
                          options)
 
 
@@ -155,7 +158,8 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
              columns: Sequence[str] | None = None, loose_topic: str | None = None,
              loose_partition: int | None = None,
              storage_options: Mapping[str, str] | None = None, remote_tier: TierLike = None,
-             remote_tier_layout: str | None = None) -> pa.Table:
+             remote_tier_layout: str | None = None,
+             remote_tier_private_key: str | Sequence[str] | None = None) -> pa.Table:
     """Read the records of a log dir (or several), a partition dir or one ``.log`` file.
 
     Parameters
@@ -189,9 +193,10 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
         For ``s3://``, ``gs://`` and ``abfs[s]://`` paths: endpoint, region, credentials
         (``log.object_options``, the names delta-rs takes); unset ones come from the store's
         provider chain (environment, profile, instance role / application default credentials).
-    remote_tier, remote_tier_layout : optional
+    remote_tier, remote_tier_layout, remote_tier_private_key : optional
         Tiered storage: the remote tier's root folder or bucket URI (the same
-        ``storage_options`` reach it) and its layout (``local-tiered-storage``, the default).
+        ``storage_options`` reach it), its layout (``local-tiered-storage``, the default, or
+        ``aiven``) and, for encrypted aiven segments, the PEM files of the RSA private keys.
         Each partition's history is then its remote segments followed by its local ones, each
         offset read once; which remote segments count comes from ``__remote_log_metadata``
         when its log is in the log dirs read, else from listing the tier. Overlapping remote
@@ -218,7 +223,8 @@ def read_log(paths: PathLike | Sequence[PathLike], *, topics: Iterable[str] | No
                       verify_crc=verify_crc, on_error=on_error, columns=columns,
                       loose_topic=loose_topic, loose_partition=loose_partition,
                       storage_options=storage_options, remote_tier=remote_tier,
-                      remote_tier_layout=remote_tier_layout)
+                      remote_tier_layout=remote_tier_layout,
+                      remote_tier_private_key=remote_tier_private_key)
     table = pa.Table.from_batches(list(result), schema=result.schema)
     if result.bad_ranges:
         report = json.dumps([dataclasses.asdict(b) for b in result.bad_ranges])

@@ -159,6 +159,14 @@ def is_remote(path: object) -> bool:
     return False
 
 
+class VirtualPath:
+    """Base of paths served by a storage an upper layer registers
+    (:func:`~.seam.register_storage`): files built from stored objects, such as an Aiven remote
+    segment's ``.log``. Not ``os.PathLike``; :func:`as_path` passes them through."""
+
+    __slots__ = ()
+
+
 def as_path(path: UserPath,
             storage_options: Mapping[str, str] | None = None) -> Path | ObjectPath:
     """A user-given path as the package handles it: an ``ObjectPath`` carrying the normalised
@@ -166,6 +174,8 @@ def as_path(path: UserPath,
     if isinstance(path, ObjectPath):
         return path if storage_options is None else ObjectPath(
             str(path), normalize_options(storage_options))
+    if isinstance(path, VirtualPath):
+        return path  # type: ignore[return-value]
     text = os.fspath(path)
     if is_remote(text):
         return ObjectPath(text, normalize_options(storage_options))
@@ -176,4 +186,5 @@ def as_path(path: UserPath,
 
 def absolute_name(path: UserPath) -> str:
     """The absolute path (``os.path.abspath``) or the URI, as reports name a file."""
-    return str(path) if is_remote(path) else os.path.abspath(path)
+    return str(path) if is_remote(path) or isinstance(path, VirtualPath) \
+        else os.path.abspath(path)

@@ -5,10 +5,10 @@ caller uses on user-given paths."""
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ..errors import Location, LogDirError
 from .local import LOCAL, LocalStorage
@@ -21,9 +21,23 @@ if TYPE_CHECKING:  # numpy is imported when a file is first mapped: the CLI's st
 PathLike = str | os.PathLike[str]
 
 
+_VIRTUAL: dict[type, Callable[[Any], Any]] = {}
+
+
+def register_storage(path_type: type, storage: Callable[[Any], Any]) -> None:
+    """Serve paths of ``path_type`` by ``storage(path)``: files an upper layer builds from
+    stored objects (an Aiven remote segment's ``.log`` restored from its chunks,
+    :mod:`kafkalog_spark.tiered.aiven_storage`), read with the seam's read methods."""
+    _VIRTUAL[path_type] = storage
+
+
 def storage_for(path: PathLike | ObjectPath) -> LocalStorage | RemoteStorage:
     """The storage that holds ``path``: :class:`~.remote.RemoteStorage` for an
-    ``ObjectPath`` or an object-store URI (with the path's options), else :data:`LOCAL`."""
+    ``ObjectPath`` or an object-store URI (with the path's options), a registered storage for
+    a virtual path (:func:`register_storage`), else :data:`LOCAL`."""
+    virtual = _VIRTUAL.get(type(path))
+    if virtual is not None:
+        return virtual(path)
     if isinstance(path, ObjectPath) or is_remote(path):
         return remote_storage(path)
     return LOCAL

@@ -13,6 +13,8 @@ Spark splits, ``info``, ``verify``), so it sits above.
 Modules: :mod:`.tier` (a tier given by the user: its root and layout), :mod:`.metadata` (the
 ``__remote_log_metadata`` records replayed into each partition's remote segments and their
 states), :mod:`.local_tiered_storage` (Kafka's LocalTieredStorage layout: byte copies with their
-indexes), :mod:`.segments` (the readable remote segments of one partition, whatever the
-layout).
+indexes), :mod:`.aiven` (Aiven's layout) with :mod:`.aiven_manifest` (manifest, chunk index),
+:mod:`.aiven_transform` (decryption, decompression) and :mod:`.aiven_storage` (its segments as
+plain segment files through the storage seam), :mod:`.segments` (the readable remote segments
+of one partition, whatever the layout).
 """

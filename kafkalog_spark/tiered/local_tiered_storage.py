@@ -22,13 +22,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from ..codec.files import naming as N
 from ..errors import Location, RemoteTierError
 from ..storage import ObjectPath, storage_for
 from .metadata import RemoteSegmentMetadata
-from .tier import RemoteSegment, RemoteTier
+from .tier import Listing, RemoteSegment, RemoteTier, listing
 
 _UUID = r"[A-Za-z0-9_-]{22}"
 FOLDER_RE = re.compile(rf"(.+)-(\d+)-({_UUID})")
@@ -59,28 +58,12 @@ def partition_folders(tier: RemoteTier, topic: str, partition: int) -> dict[str,
     return out
 
 
-@dataclass(frozen=True)
-class Listing:
-    """A partition folder's segments found by listing it, and what was left out (why)."""
-
-    segments: tuple[RemoteSegment, ...]
-    incomplete: tuple[str, ...]  # "<offset>-<id>: no .index" ...
-
-
 def listed_segments(folder: Folder) -> Listing:
-    """Every segment of a partition folder, in start-offset order; a segment's end offset is
-    the next one's start minus one (the last one's is not known)."""
-    files = _files(folder)
-    found, incomplete = [], []
-    for (start, seg_id), kinds in sorted(files.items()):
-        missing = [k for k in _REQUIRED if k not in kinds]
-        if missing:
-            incomplete.append(f"{start:020d}-{seg_id}: no {', '.join('.' + k for k in missing)}")
-            continue
-        found.append(_segment(folder, seg_id, start, None, kinds, "listed"))
-    ends = [s.start_offset - 1 for s in found[1:]] + [None]
-    segments = tuple(RemoteSegment(**{**s.__dict__, "end_offset": e}) for s, e in zip(found, ends))
-    return Listing(segments, tuple(incomplete))
+    """Every segment of a partition folder with its ``.log``, ``.index`` and ``.timeindex``,
+    in start-offset order (:func:`.tier.listing`)."""
+    return listing(_files(folder), _REQUIRED,
+                   lambda start, seg_id, kinds: _segment(folder, seg_id, start, None, kinds,
+                                                         "listed"))
 
 
 def metadata_segments(folder: Folder | None, metas: Iterable[RemoteSegmentMetadata]

@@ -14,9 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import Location, RemoteTierError
+from . import aiven as aiven_layout
 from . import local_tiered_storage as lts
 from .metadata import RemoteLogMetadata
-from .tier import RemoteSegment, RemoteTier
+from .tier import AIVEN, RemoteSegment, RemoteTier
 
 SOURCE_METADATA = "__remote_log_metadata"
 SOURCE_LISTING = "tier listing"
@@ -53,7 +54,9 @@ def tier_segments(tier: RemoteTier, topic: str, partition: int, topic_id: str | 
         Several folders of the partition and no topic id to choose; a copied segment missing
         from the tier or of another size.
     """
-    folders = lts.partition_folders(tier, topic, partition)
+    aiven = tier.layout == AIVEN
+    folders = (aiven_layout.partition_folders(tier, topic, partition) if aiven
+               else lts.partition_folders(tier, topic, partition))
     if topic_id is None and len(folders) > 1:
         raise RemoteTierError(
             f"{topic}-{partition} has {len(folders)} folders in the tier (topic ids "
@@ -68,7 +71,8 @@ def tier_segments(tier: RemoteTier, topic: str, partition: int, topic_id: str | 
     if plog is None:
         if folder is None:
             return TierSegments((), SOURCE_LISTING, topic_id, tuple(not_read))
-        listing = lts.listed_segments(folder)
+        listing = (aiven_layout.listed_segments(tier, folder) if aiven
+                   else lts.listed_segments(folder))
         not_read += [f"{line} (incomplete copy)" for line in listing.incomplete]
         return TierSegments(listing.segments, SOURCE_LISTING, topic_id, tuple(not_read))
     metas = sorted(plog.segments.values(), key=lambda m: (m.start_offset, m.segment_id))
@@ -77,7 +81,9 @@ def tier_segments(tier: RemoteTier, topic: str, partition: int, topic_id: str | 
                      f"({plog.delete_state_name})" for m in metas]
         return TierSegments((), SOURCE_METADATA, topic_id, tuple(not_read))
     not_read += [f"{_name(m)}: {m.state_name}" for m in metas if not m.copied]
-    found = lts.metadata_segments(folder, [m for m in metas if m.copied])
+    copied = [m for m in metas if m.copied]
+    found = (aiven_layout.metadata_segments(tier, folder, copied) if aiven
+             else lts.metadata_segments(folder, copied))
     return TierSegments(tuple(found), SOURCE_METADATA, topic_id, tuple(not_read))
 
 

@@ -16,8 +16,9 @@ Layouts (TIERED_STORAGE.md)::
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from ..errors import InvalidOptionError, Location, RemoteTierError
 from ..storage import ObjectPath, as_path, storage_for
@@ -27,9 +28,8 @@ LOCAL_TIERED_STORAGE = "local-tiered-storage"
 AIVEN = "aiven"
 LAYOUTS = (LOCAL_TIERED_STORAGE, AIVEN)
 LTS_ROOT = "kafka-tiered-storage"  # LocalTieredStorage's folder under its rsm.config.dir
-# what each layout is not yet read for (an option naming it is refused, saying so)
-NOT_YET = {AIVEN: "the aiven layout is not read yet (only local-tiered-storage is); see "
-                  "docs/tiered-storage.md"}
+# layouts not read yet (an option naming one is refused, saying so)
+NOT_YET: dict[str, str] = {}
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,32 @@ class RemoteSegment:
 
 
 @dataclass(frozen=True)
+class Listing:
+    """A partition folder's segments found by listing it, and what was left out (why)."""
+
+    segments: tuple[RemoteSegment, ...]
+    incomplete: tuple[str, ...]  # "<offset>-<id>: no .index" ...
+
+
+def listing(objects: Mapping[tuple[int, str], Container[str]], required: Sequence[str],
+            make: Callable[[int, str, Any], RemoteSegment]) -> Listing:
+    """The segments of a listed folder (``(start offset, segment id) -> kinds of file or
+    object present``) that have every ``required`` kind, built by ``make(start, id, kinds)``,
+    in start-offset order; a segment's end offset is the next one's start minus one (the last
+    one's is not known)."""
+    found, incomplete = [], []
+    for (start, seg_id), kinds in sorted(objects.items()):
+        missing = [k for k in required if k not in kinds]
+        if missing:
+            incomplete.append(f"{start:020d}-{seg_id}: no {', '.join('.' + k for k in missing)}")
+            continue
+        found.append(make(start, seg_id, kinds))
+    ends = [s.start_offset - 1 for s in found[1:]] + [None]
+    return Listing(tuple(replace(s, end_offset=e) for s, e in zip(found, ends)),
+                   tuple(incomplete))
+
+
+@dataclass(frozen=True)
 class RemoteTier:
     """A remote tier: ``root`` is the folder (or object-store prefix) the layout starts at —
     for LocalTieredStorage the ``kafka-tiered-storage`` folder itself."""
@@ -64,6 +90,9 @@ class RemoteTier:
     root: os.PathLike[str] | ObjectPath
     layout: str
     uri: str  # as the user gave it, for messages
+    # files of the RSA private keys (PEM) that unwrap encrypted segments' data keys: read when
+    # such a segment is met, never shown
+    private_keys: tuple[str, ...] = field(default=(), repr=False)
 
     def describe(self) -> str:
         return f"remote tier {self.uri} ({self.layout})"
@@ -80,11 +109,14 @@ def check_layout(layout: str) -> str:
 
 
 def remote_tier(uri: str | os.PathLike[str] | ObjectPath, layout: str = LOCAL_TIERED_STORAGE,
-                storage_options: Mapping[str, str] | None = None) -> RemoteTier:
+                storage_options: Mapping[str, str] | None = None,
+                private_keys: Sequence[str | os.PathLike[str]] = ()) -> RemoteTier:
     """The tier at ``uri`` in ``layout``, checked: the layout is known and the folder is there.
 
     For ``local-tiered-storage`` ``uri`` is LocalTieredStorage's ``rsm.config.dir`` (holding
-    ``kafka-tiered-storage/``) or that ``kafka-tiered-storage`` folder itself.
+    ``kafka-tiered-storage/``) or that ``kafka-tiered-storage`` folder itself; for ``aiven``
+    the bucket or folder with the key prefix (a folder: the prefix ends in ``/``).
+    ``private_keys``: PEM files of the RSA keys of encrypted (aiven) segments.
 
     Raises
     ------
@@ -102,6 +134,12 @@ def remote_tier(uri: str | os.PathLike[str] | ObjectPath, layout: str = LOCAL_TI
                               Location(str(uri)))
     if not isinstance(path, ObjectPath):
         path = fs.resolve(path)  # Spark tasks and messages get the absolute folder
+    keys = tuple(str(k) for k in private_keys)
+    for k in keys:
+        if not storage_for(k).is_file(k):
+            raise InvalidOptionError(f"remote tier private key file not found: {k}")
+    if layout == AIVEN:
+        return RemoteTier(path, layout, str(uri), keys)
     if path.name != LTS_ROOT:
         if not fs.is_dir(path / LTS_ROOT):
             raise RemoteTierError(
@@ -109,16 +147,23 @@ def remote_tier(uri: str | os.PathLike[str] | ObjectPath, layout: str = LOCAL_TI
                 f"LocalTieredStorage's rsm.config.dir, or the {LTS_ROOT} folder in it)",
                 Location(str(uri)))
         path = path / LTS_ROOT
-    return RemoteTier(path, layout, str(uri))
+    return RemoteTier(path, layout, str(uri), keys)
 
 
 def as_remote_tier(value: RemoteTier | str | os.PathLike[str] | ObjectPath | None,
                    layout: str | None = None,
-                   storage_options: Mapping[str, str] | None = None) -> RemoteTier | None:
+                   storage_options: Mapping[str, str] | None = None,
+                   private_keys: str | Sequence[str] | None = None) -> RemoteTier | None:
     """A tier as the readers take it: ``None`` (no tier), a :class:`RemoteTier`, or its
-    URI with ``layout`` (default ``local-tiered-storage``). A layout without a tier is an
-    error, not ignored."""
+    URI with ``layout`` (default ``local-tiered-storage``) and private key files (paths, or
+    one string of comma-separated paths). A layout or key without a tier is an error, not
+    ignored."""
+    keys = tuple(k.strip() for k in private_keys.split(",") if k.strip()) \
+        if isinstance(private_keys, str) else tuple(private_keys or ())
     if value is None:
+        if keys:
+            raise InvalidOptionError("a remote tier private key without a remote tier: name "
+                                     "the tier too (remote_tier= / remoteTier / --remote-tier)")
         if layout is not None:
             raise InvalidOptionError(f"a remote tier layout ({layout!r}) without a remote tier: "
                                      "name the tier too (remote_tier= / remoteTier / "
@@ -126,4 +171,4 @@ def as_remote_tier(value: RemoteTier | str | os.PathLike[str] | ObjectPath | Non
         return None
     if isinstance(value, RemoteTier):
         return value
-    return remote_tier(value, layout or LOCAL_TIERED_STORAGE, storage_options)
+    return remote_tier(value, layout or LOCAL_TIERED_STORAGE, storage_options, keys)
