@@ -21,6 +21,8 @@ from __future__ import annotations
 import json
 import random
 import shutil
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,9 +216,15 @@ def test_without_the_metadata_log_the_tier_listing_gives_the_same_history(tiered
     assert differences(tiered_run.consumed["read_uncommitted"], records_of(table)) == []
 
 
-def test_info_and_verify_with_the_tier(tiered_run):
-    from .ours import kafkalog
+def kafkalog(*args) -> subprocess.CompletedProcess:
+    """The ``kafkalog`` CLI in a new process; fails the test unless it exits 0."""
+    done = subprocess.run([sys.executable, "-m", "kafkalog_spark.cli", *map(str, args)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, (args, done.stdout[-3000:], done.stderr[-3000:])
+    return done
 
+
+def test_info_and_verify_with_the_tier(tiered_run):
     info = json.loads(kafkalog("info", "--json", tiered_run.log_dir, "--remote-tier",
                                tiered_run.tier).stdout)
     for part in info["log_dirs"][0]["partitions"]:
@@ -241,8 +249,6 @@ def test_spark_reads_the_history(tiered_run, spark):
 
 def test_migrate_with_the_tier(tiered_run, tmp_path):
     import deltalake
-
-    from .ours import kafkalog
 
     kafkalog("migrate", tiered_run.log_dir, tmp_path / "lake", "--topic", TOPIC,
              "--remote-tier", tiered_run.tier)
