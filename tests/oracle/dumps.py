@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,10 +46,20 @@ def kafka_dump(jars: Path, log4j: Path, files: list[str], flags: list[str]) -> D
 
 
 def our_dump(files: list[str], flags: list[str]) -> DumpRun:
-    done = subprocess.run([sys.executable, "-m", "kafkalog_spark.cli", "dump", "--files",
-                           ",".join(files), *flags], capture_output=True, env=_ENV, timeout=600)
-    return DumpRun(done.stdout.decode("utf-8", "surrogateescape"),
-                   done.stderr.decode("utf-8", "surrogateescape"), done.returncode)
+    """``kafkalog dump`` run in this process (``kafkalog_spark.cli.main``, what the script
+    runs; a process per run would import and compile the package again)."""
+    import contextlib
+    import io
+
+    from kafkalog_spark.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(["dump", "--files", ",".join(files), *flags])
+        except SystemExit as e:  # the command's own exit code (the script exits with it)
+            code = e.code
+    return DumpRun(out.getvalue(), err.getvalue(), code)
 
 
 _FINDING = re.compile(r"^(?:Mismatches in :|Found timestamp mismatch in :|"

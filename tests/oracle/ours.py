@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow as pa
@@ -45,18 +43,9 @@ def records_table(rng: random.Random, n: int, partitions: int, *, first_ms: int,
                      "headers": pa.array(cols["headers"], HEADERS_TYPE)})
 
 
-def kafkalog(*args, ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
-    """Run the ``kafkalog`` CLI in a new process; fails the test on an exit code not in ``ok``."""
-    done = subprocess.run([sys.executable, "-m", "kafkalog_spark.cli", *map(str, args)],
-                          capture_output=True, text=True, timeout=600)
-    assert done.returncode in ok, (f"kafkalog {' '.join(map(str, args))} exited "
-                                   f"{done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
-    return done
-
-
 def offsets(log_dir: Path) -> dict[tuple[str, int], tuple[int, int]]:
     """``(topic, partition) -> (log start offset, log end offset)`` as ``kafkalog info`` says."""
-    info = json.loads(kafkalog("info", "--json", log_dir).stdout)
+    info = json.loads(kafkalog_here("info", "--json", log_dir))
     return {(p["topic"], p["partition"]): (p["start_offset"], p["next_offset"])
             for d in info["log_dirs"] for p in d["partitions"]}
 

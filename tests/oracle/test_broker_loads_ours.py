@@ -10,7 +10,9 @@ marker is there; its log shows no truncation, invalid messages or index rebuild)
 stop leaves our segments and indexes byte for byte as we wrote them.
 
 One restart of the session's broker serves every source. The scenario of ``scenario.py``
-provides real transactional data for ``restore`` and ``erase``.
+provides real transactional data for ``restore`` and ``erase``. The ``kafkalog`` commands run
+in this process (``kafkalog_spark.cli.main``, what the ``kafkalog`` script runs): a process per
+command would import and compile the package a dozen times.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from .broker import CLEAN_SHUTDOWN
 from .clients import Consumed, consume_all, log_offsets, offsets_for_times
 from .compare import differences, records_of, topic_records
 from .logdirs import batches, files, lay_in, log_offsets_of, partition_dir
-from .ours import kafkalog, offsets, read_ours, records_table, renamed_copy
+from .ours import kafkalog_here, offsets, read_ours, records_table, renamed_copy
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.spark]
 
@@ -79,7 +81,7 @@ def _compact(root: Path, rng: random.Random, now: int) -> Source:
     for codec in ("zstd", "gzip", "none"):
         kl.write_log(records_table(rng, 600, 2, first_ms=now - 1_800_000, keys=keys), d,
                      topic="ours-compact", codec=codec, segment_bytes=16384, max_batch_records=20)
-    kafkalog("compact", "--execute", "--config", "cleanup.policy=compact", "--config",
+    kafkalog_here("compact", "--execute", "--config", "cleanup.policy=compact", "--config",
              "delete.retention.ms=86400000", "--force", d)
     return Source("ours-compact", 2, d)
 
@@ -91,7 +93,7 @@ def _retain(root: Path, rng: random.Random, now: int) -> Source:
                  topic="ours-retain", codec="snappy", segment_bytes=16384, max_batch_records=25)
     kl.write_log(records_table(rng, 300, 2, first_ms=now - 3_600_000), d, topic="ours-retain",
                  codec="snappy", segment_bytes=16384, max_batch_records=25)
-    kafkalog("retain", "--execute", "--config", "retention.ms=86400000", d)
+    kafkalog_here("retain", "--execute", "--config", "retention.ms=86400000", d)
     return Source("ours-retain", 2, d)
 
 
@@ -105,7 +107,7 @@ def _recover(root: Path, rng: random.Random, now: int) -> Source:
     torn.write_bytes(torn.read_bytes()[:-57])
     tail = sorted((d / "ours-recover-1").glob("*.log"))[-1]
     tail.write_bytes(tail.read_bytes() + rng.randbytes(300))
-    kafkalog("recover", "--execute", "--quarantine", root / "quarantine", d)
+    kafkalog_here("recover", "--execute", "--quarantine", root / "quarantine", d)
     return Source("ours-recover", 2, d)
 
 
@@ -114,9 +116,9 @@ def _restore(root: Path, scenario, topic: str, new_topic: str) -> Source:
     producers; a topic its cleaner compacted; one whose log start DeleteRecords moved into a
     segment) migrated with its markers and restored."""
     src = renamed_copy(scenario.log_dir, topic, new_topic, root / f"{new_topic}-src")
-    kafkalog("migrate", "--control", src, root / f"{new_topic}-tables")
+    kafkalog_here("migrate", "--control", src, root / f"{new_topic}-tables")
     d = root / new_topic
-    kafkalog("restore", root / f"{new_topic}-tables" / new_topic, d)
+    kafkalog_here("restore", root / f"{new_topic}-tables" / new_topic, d)
     committed = {(new_topic, p): recs for (t, p), recs
                  in scenario.consumed["read_committed"].items() if t == topic}
     return Source(new_topic, len(committed), d, committed)
@@ -127,7 +129,7 @@ def _erase(root: Path, scenario) -> Source:
     d = renamed_copy(scenario.log_dir, "java-txn", "ours-erase-txn", root / "erase")
     keys = root / "erase-keys.txt"
     keys.write_text("".join(k + "\n" for k in ERASED_KEYS))
-    kafkalog("erase", "--topic", "ours-erase-txn", "--keys", keys, "--execute", d)
+    kafkalog_here("erase", "--topic", "ours-erase-txn", "--keys", keys, "--execute", d)
     erased = {k.encode() for k in ERASED_KEYS}
     committed = {("ours-erase-txn", p): [r for r in recs if r.key not in erased]
                  for (t, p), recs in scenario.consumed["read_committed"].items() if t == "java-txn"}

@@ -30,7 +30,7 @@ import pytest
 from .clients import Send, produce_python, produce_python_transactions
 from .logdirs import (CLEANER, batch_differences, batches, copy_partitions, partition_dir,
                       read_checkpoint, segment_bases)
-from .ours import kafkalog, kafkalog_here
+from .ours import kafkalog_here
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -147,13 +147,12 @@ def compact(cleaning: Cleaning, engine: str, dest: Path) -> Path:
     """``compact --execute`` over a copy of the round's partitions, topic by topic at the
     time the cleaner cleaned it."""
     shutil.copytree(cleaning.before, dest)
-    # the Spark engine runs in this process, on the test session's Spark (a `kafkalog`
-    # process would start a JVM per run)
-    run = kafkalog_here if engine == "spark" else kafkalog
+    # in this process: the Spark engine then runs on the test session's Spark (a `kafkalog`
+    # process would start a JVM per run, and import and compile the package)
     for case in CASES:
-        run("compact", "--execute", "--engine", engine, "--topic", case.topic,
-            "--config-file", cleaning.configs, "--now", cleaning.now[case.topic],
-            "--dedupe-buffer-size", str(16 << 20), dest)
+        kafkalog_here("compact", "--execute", "--engine", engine, "--topic", case.topic,
+                      "--config-file", cleaning.configs, "--now", cleaning.now[case.topic],
+                      "--dedupe-buffer-size", str(16 << 20), dest)
     return dest
 
 

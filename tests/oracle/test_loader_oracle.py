@@ -27,7 +27,7 @@ from .broker import CLEAN_SHUTDOWN
 from .clients import Send, log_offsets, produce_python, produce_python_transactions
 from .logdirs import (RECOVERY_POINT, batches, copy_partitions, log_offsets_of, partition_dir,
                       read_checkpoint, segment_bases, write_checkpoint)
-from .ours import kafkalog
+from .ours import kafkalog_here
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -144,7 +144,6 @@ class Recovered:
     before: dict[str, dict[str, int]]  # damage -> file -> size as damaged
     broker_ends: dict[tuple[str, int], tuple[int, int]]
     load_log: str
-    recover_report: str
 
 
 @pytest.fixture(scope="module")
@@ -173,9 +172,8 @@ def recovered(kafka_broker, tmp_path_factory) -> Recovered:
     broker.start()
     ends = log_offsets(broker.bootstrap, [TOPIC])
     broker.stop()
-    report = kafkalog("recover", "--execute", "--quarantine", ours.parent / "quarantine", ours)
-    return Recovered(broker.log_dir, ours, before, ends, broker.log_text()[mark:],
-                     report.stdout)
+    kafkalog_here("recover", "--execute", "--quarantine", ours.parent / "quarantine", ours)
+    return Recovered(broker.log_dir, ours, before, ends, broker.log_text()[mark:])
 
 
 def cases(test: str, xfails: dict[tuple[str, str], str] | None = None) -> list:

@@ -17,7 +17,7 @@ import pytest
 from .clients import Send, log_offsets, produce_python
 from .logdirs import (LOG_START, copy_partitions, log_offsets_of, partition_dir, read_checkpoint,
                       segment_bases, write_checkpoint)
-from .ours import kafkalog, offsets
+from .ours import kafkalog_here, offsets
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -133,7 +133,7 @@ def retained(kafka_broker, tmp_path_factory) -> Outcome:
             entries = read_checkpoint(ours / LOG_START)
             entries[(case.topic, 0)] = case.delete_records
             write_checkpoint(ours / LOG_START, entries)
-        kafkalog("retain", "--execute", "--topic", case.topic, "--now", now,
+        kafkalog_here("retain", "--execute", "--topic", case.topic, "--now", now,
                  *[a for k, v in case.config.items() for a in ("--config", f"{k}={v}")], ours)
     return Outcome(broker.log_dir, ours, starts)
 
