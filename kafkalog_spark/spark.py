@@ -9,6 +9,13 @@ session time zone, Arrow) and the ``kafkalog`` data source; a value the user set
 :data:`LOCAL_CONF` (loopback, no UI, few shuffle partitions, 2 GiB driver) where nothing set
 those keys, and its Python workers run this interpreter. A cluster master is left as
 configured: ship the package to its executors as ``docs/cluster.md`` says.
+
+Delta Lake: when delta-spark is on the session's classpath (a ``delta-spark_*`` jar in
+``spark.jars`` / ``--jars``, or ``io.delta:delta-spark_*`` in ``spark.jars.packages`` /
+``--packages``), the session also gets :data:`DELTA_CONF` (Delta's SQL extension and catalog),
+each key only where nothing set it. ``session(delta=True)`` asks Ivy for the delta-spark jar of
+the installed ``delta-spark`` pip package (:func:`delta_package`), as delta-spark's own
+``configure_spark_with_delta_pip`` does (``docs/delta.md``: getting the jars).
 """
 
 from __future__ import annotations
@@ -43,6 +50,12 @@ LOCAL_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.bindAddress": "127.0.0.1",  # a laptop's job stays on loopback
     "spark.driver.host": "127.0.0.1",
+}
+# Delta Lake's SQL extension and catalog (delta-spark's documented session settings), added
+# where nothing set them when delta-spark is on the classpath
+DELTA_CONF: dict[str, str] = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
 DEFAULT_MASTER = "local[*]"
 MIN_JAVA = 17  # PySpark 4.x runs on Java 17 or 21
@@ -82,8 +95,8 @@ def java_version() -> tuple[str, int]:
 
 
 def session(master: str | None = None, *, app_name: str = "kafkalog",
-            driver_memory: str | None = None,
-            conf: dict[str, str] | None = None) -> "SparkSession":
+            driver_memory: str | None = None, conf: dict[str, str] | None = None,
+            delta: bool = False) -> "SparkSession":
     """A Spark session for kafkalog jobs: the active one if there is one, else a new one.
 
     Parameters
@@ -98,6 +111,11 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
         for a local master.
     conf : dict, optional
         Settings the caller wants: applied over everything else.
+    delta : bool
+        Add the delta-spark jar of the installed ``delta-spark`` pip package to
+        ``spark.jars.packages`` (fetched by Ivy at start: :func:`delta_package`) unless
+        delta-spark is already on the classpath. Either way, with delta-spark on the classpath
+        the session gets :data:`DELTA_CONF` where nothing set those keys.
 
     Returns
     -------
@@ -115,6 +133,7 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
     active = SparkSession.getActiveSession()
     if active is not None:
         _apply_required(active)
+        _check_delta(active, delta)
         return active
     java_version()  # a clear message instead of Spark's "Java gateway process exited"
     configured = configured_conf()
@@ -139,10 +158,11 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
     if driver_memory is not None:
         settings["spark.driver.memory"] = driver_memory
     settings.update(conf or {})
+    _add_delta(settings, configured, delta)
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = _start(builder, {**configured, **settings}.get("spark.jars.packages"))
     if chosen.startswith("local"):
         spark.sparkContext.setLogLevel("WARN")
     if _needs_register(spark):
@@ -174,6 +194,80 @@ def _needs_register(spark: Any) -> bool:
     return False
 
 
+def _start(builder: Any, packages: str | None) -> "SparkSession":
+    """``builder.getOrCreate()``; a JVM that exits at start while Ivy resolves ``packages``
+    (Ivy's report is on stderr above) becomes a :class:`SparkSetupError` saying what to try."""
+    from pyspark.errors import PySparkRuntimeError
+
+    try:
+        return builder.getOrCreate()
+    except PySparkRuntimeError as exc:
+        if not packages or exc.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+        raise SparkSetupError(
+            f"Spark did not start while Ivy resolved spark.jars.packages={packages} (its report "
+            "is above). A version Maven does not serve, no network, or an entry in ~/.m2 that "
+            "holds a .pom without its .jar (left by an earlier mvn run; Ivy does not fall back "
+            "to the remote for it) stop it; or pass the jars as files with spark.jars / --jars "
+            "(docs/delta.md, getting the Delta jars)") from exc
+
+
+def delta_package() -> str:
+    """The Maven coordinate of the delta-spark jar for the installed ``delta-spark`` pip package
+    and pyspark (``io.delta:delta-spark_<Spark major.minor>_2.13:<version>``), the one
+    ``configure_spark_with_delta_pip`` asks for."""
+    import importlib.metadata
+
+    import pyspark
+
+    try:
+        version = importlib.metadata.version("delta_spark")
+    except importlib.metadata.PackageNotFoundError:
+        raise SparkSetupError("session(delta=True) takes the Delta jars' version from the "
+                              "delta-spark pip package, which is not installed: pip install "
+                              "delta-spark (the release built for pyspark "
+                              f"{pyspark.__version__})") from None
+    minor = ".".join(pyspark.__version__.split(".")[:2])
+    return f"io.delta:delta-spark_{minor}_2.13:{version}"
+
+
+def names_delta(conf: dict[str, str]) -> bool:
+    """Whether the settings put delta-spark on the classpath: a ``delta-spark_*`` jar in
+    ``spark.jars`` or an ``io.delta:delta-spark_*`` coordinate in ``spark.jars.packages``."""
+    jars = [j.strip().rsplit("/", 1)[-1] for j in conf.get("spark.jars", "").split(",")]
+    packages = [p.strip() for p in conf.get("spark.jars.packages", "").split(",")]
+    return (any(j.startswith("delta-spark_") for j in jars)
+            or any(p.startswith("io.delta:delta-spark_") for p in packages))
+
+
+def _add_delta(settings: dict[str, str], configured: dict[str, str], delta: bool) -> None:
+    """``delta``: the delta-spark package unless delta-spark is already named; then, with
+    delta-spark on the classpath, :data:`DELTA_CONF` for the keys nothing set (a user's own
+    extension list or catalog is kept as given)."""
+    given = {**configured, **settings}
+    if delta and not names_delta(given):
+        packages = given.get("spark.jars.packages", "")
+        settings["spark.jars.packages"] = ",".join(p for p in (packages, delta_package()) if p)
+        given = {**configured, **settings}
+    if names_delta(given):
+        for key, value in DELTA_CONF.items():
+            if key not in given:
+                settings[key] = value
+
+
+def _check_delta(spark: Any, delta: bool) -> None:
+    """On a running session the jars and the extension are fixed: say when Delta is asked for
+    or on the classpath and its extension is not in the session."""
+    started = dict(spark.sparkContext.getConf().getAll())
+    extension = DELTA_CONF["spark.sql.extensions"]
+    if (delta or names_delta(started)) and extension not in started.get(
+            "spark.sql.extensions", ""):
+        log.warning("the active Spark session started without %s (set before its JVM "
+                    "started: spark.jars / spark.jars.packages and %s); Delta SQL commands "
+                    "and the delta catalog will not work in it", extension,
+                    ", ".join(DELTA_CONF))
+
+
 def _apply_required(spark: Any) -> None:
     """:data:`REQUIRED_CONF` on a running session, where its start-up configuration did not
     set the key (runtime SQL settings)."""
@@ -194,7 +288,7 @@ def configured_conf() -> dict[str, str]:
     Otherwise it is what pyspark's own launch of spark-submit will load: the properties file
     (``--properties-file`` in ``PYSPARK_SUBMIT_ARGS``, else ``spark-defaults.conf`` in
     ``$SPARK_CONF_DIR`` or ``$SPARK_HOME/conf``) overridden by ``PYSPARK_SUBMIT_ARGS``'
-    ``--master``, ``--name``, ``--driver-memory`` and ``--conf``.
+    ``--master``, ``--name``, ``--driver-memory``, ``--jars``, ``--packages`` and ``--conf``.
     """
     from pyspark import SparkConf, SparkContext
 
@@ -203,7 +297,8 @@ def configured_conf() -> dict[str, str]:
         return dict(SparkConf().getAll())
     args = shlex.split(os.environ.get("PYSPARK_SUBMIT_ARGS", ""))
     flags = {"--master": "spark.master", "--name": "spark.app.name",
-             "--driver-memory": "spark.driver.memory"}
+             "--driver-memory": "spark.driver.memory", "--jars": "spark.jars",
+             "--packages": "spark.jars.packages"}
     given: dict[str, str] = {}
     props_file = None
     i = 0

@@ -361,13 +361,24 @@ def session_conf(conf: dict, keys: list[str], env: dict | None = None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: session() does not add Delta's SQL extension "
-                   "and catalog when the Delta jars are on the session's classpath")
 def test_session_with_delta_jars_gets_the_delta_extension_and_catalog():
     jars = ",".join(delta_jars())
     got = session_conf({}, list(DELTA_CONF),
                        env={"PYSPARK_SUBMIT_ARGS": f"--jars {jars} pyspark-shell"})
     assert got == DELTA_CONF
+
+
+def test_session_delta_asks_maven_for_the_jar_the_pip_package_matches():
+    """``session(delta=True)`` (and ``configure_spark_with_delta_pip``) ask Ivy for the jar of
+    the installed delta-spark pip package: Maven must have it (the pin in pyproject.toml)."""
+    from kafkalog_spark.spark import DELTA_CONF as SESSION_DELTA_CONF, delta_package, names_delta
+
+    [coordinate] = maven_jars.ARTIFACT_SETS["delta"].coordinates
+    assert delta_package() == coordinate
+    assert SESSION_DELTA_CONF == DELTA_CONF
+    assert names_delta({"spark.jars.packages": f"org.x:y:1, {coordinate}"})
+    assert names_delta({"spark.jars": ",".join(f"file:{j}" for j in delta_jars())})
+    assert not names_delta({"spark.jars": "/opt/jars/delta-storage-4.4.0.jar"})
 
 
 def test_session_keeps_the_users_own_sql_extensions_and_catalog():
