@@ -36,6 +36,8 @@ from pathlib import Path
 
 from servers import ManagedServer, PortInUse, ServerProcess, free_port
 
+from .logdirs import read_checkpoint
+
 NODE_ID = 1
 # a single node: internal topics with one replica and one partition (their defaults of 50
 # partitions would make the first consumer group and transaction wait for 50 logs)
@@ -223,14 +225,8 @@ class KafkaBroker:
 
     def cleaner_checkpoint(self) -> dict[tuple[str, int], int]:
         """``cleaner-offset-checkpoint``: the offset up to which each compacted partition has
-        been cleaned (``topic partition offset`` lines after a version and a count)."""
-        path = self.log_dir / CLEANER_CHECKPOINT
-        lines = path.read_text().split("\n")[2:] if path.exists() else []
-        out = {}
-        for line in filter(None, lines):
-            topic, partition, offset = line.split()
-            out[(topic, int(partition))] = int(offset)
-        return out
+        been cleaned."""
+        return read_checkpoint(self.log_dir / CLEANER_CHECKPOINT)
 
     def wait_for_cleaner(self, targets: Mapping[tuple[str, int], int], *, quiet: float = 2.0,
                          timeout: float = 90.0) -> None:
