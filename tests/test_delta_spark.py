@@ -31,6 +31,7 @@ from deltalake import DeltaTable
 
 import kafkalog_spark as kl
 from kafkalog_spark.delta import migrate
+from kafkalog_spark.errors import InvalidOptionError
 
 from oracle import maven_jars
 from spark_jars import DELTA_CONF, JarSpark, artifact_name, pyspark_jars, spark_jars
@@ -246,9 +247,6 @@ def test_delta_spark_reads_delta_rs_tables_and_each_writer_continues_the_other(
         assert rows == want
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: writer='auto' picks delta-spark whenever the "
-                   "Delta jars load; it should pick delta-rs (one Spark job and one commit per "
-                   "table, restore/erase-ready) unless the table needs delta-spark")
 def test_auto_writer_is_delta_rs_for_a_table_delta_rs_can_write(delta_spark, tmp_path):
     logs = make_logs(tmp_path)
     m = delta_spark.run(_migrate, logs, tmp_path / "delta")
@@ -262,6 +260,9 @@ def test_auto_writer_continues_a_table_with_deletion_vectors(delta_spark, tmp_pa
     logs, dest = make_logs(tmp_path), tmp_path / "delta"
     delta_spark.run(_migrate_dv, logs, dest, True, writer="delta-spark", topics=["orders"])
     kl.write_log(records(60, start=600), logs)
+    for kw in ({}, {"writer": "delta-rs"}):  # no Delta jars here, or delta-rs asked for
+        with pytest.raises(InvalidOptionError, match="deletionVectors.*cannot write"):
+            migrate(logs, dest, topics=["orders"], **kw)
     m = delta_spark.run(_migrate, logs, dest, topics=["orders"])
     assert m["writer"] == "delta-spark"
     rows = delta_spark.run(_spark_rows, dest / "orders")
@@ -443,8 +444,6 @@ def test_migrate_job_with_delta_spark_killed_then_rerun_is_exactly_once(tmp_path
     assert done.returncode == 0 and len(commits(dest / "orders")) == made
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: `kafkalog migrate` has no --writer option "
-                   "(jobs/migrate_delta.py has); with --spark it takes whatever auto picks")
 def test_cli_migrate_spark_writer_delta_spark_twice(tmp_path):
     logs, dest = make_logs(tmp_path), tmp_path / "delta"
     jars = ",".join(delta_jars())

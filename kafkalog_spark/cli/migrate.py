@@ -79,6 +79,10 @@ def render(metrics: dict) -> str:
 @click.option("--app-id-prefix", default="kafkalog", show_default=True,
               help="Prefix of the Delta application-transaction ids.")
 @click.option("--spark", "use_spark", is_flag=True, help="Run Spark tasks (default: local).")
+@click.option("--writer", type=click.Choice(["auto", "delta-rs", "delta-spark"]), default="auto",
+              show_default=True,
+              help="Who commits: delta-rs, or delta-spark (needs --spark and the Delta jars); "
+                   "auto: delta-rs, delta-spark for a table delta-rs cannot write.")
 @click.option("--master", default=None, help="Spark master for --spark (default local[*]).")
 @click.option("--dry-run", is_flag=True, help="Only plan; write nothing.")
 @click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
@@ -94,7 +98,7 @@ def render(metrics: dict) -> str:
 def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_pattern: str | None,
             layout: str, partition_by: str | None, headers: bool, metadata: bool, control: bool,
             isolation_level: str, decode_internal: bool, fail_on_data_loss: bool,
-            app_id_prefix: str, use_spark: bool, master: str | None, dry_run: bool,
+            app_id_prefix: str, use_spark: bool, writer: str, master: str | None, dry_run: bool,
             as_json: bool, single_writer: bool, storage_options: dict[str, str] | None,
             source_storage_options: dict[str, str] | None, remote_tier: str | None,
             remote_tier_layout: str | None, remote_tier_private_key: tuple[str, ...],
@@ -124,7 +128,7 @@ def command(src: tuple[str, ...], dest: str, topics: tuple[str, ...], topic_patt
                           app_id_prefix=app_id_prefix, remote_tier=remote_tier,
                           remote_tier_layout=remote_tier_layout,
                           remote_tier_private_key=list(remote_tier_private_key) or None,
-                          engine="spark" if use_spark else "local")
+                          engine="spark" if use_spark else "local", writer=writer)
     click.echo(json.dumps(metrics, indent=2) if as_json else render(metrics))
     if dry_run and pending(metrics):
         sys.exit(1)

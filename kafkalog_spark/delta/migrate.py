@@ -23,7 +23,7 @@ from ..errors import InvalidOptionError, Location, LogDirError
 from ..storage import as_path, storage_for, user_paths
 from ..storage.paths import ObjectPath
 from .commit import (begin_run, clean_killed_runs, commit, delta_table, end_run, migrated_offsets,
-                     table_lock)
+                     table_exists, table_lock)
 from .options import MigrateOptions, parse_migrate_options
 from .plan import TablePlan, plan_table, source_partitions
 
@@ -92,21 +92,21 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
     srcs = user_paths(sources, storage_options if source_storage_options is None
                       else source_storage_options)
     engine = _engine(opts, spark)
-    writer = _writer(opts, spark, engine)
+    writers = _Writers(opts, spark, engine)
     run_id = f"{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{uuid.uuid4().hex[:8]}"
-    metrics: dict[str, Any] = {"run_id": run_id, "engine": engine, "writer": writer,
+    metrics: dict[str, Any] = {"run_id": run_id, "engine": engine, "writer": None,
                                "dry_run": dry_run, "records": 0, "files": 0, "commits": 0,
                                "data_loss": [], "cleaned": [], "tables": []}
     dest = as_path(dest, storage_options)
     with contextlib.ExitStack() as held:  # the migration lock of every table of the run
-        planned: list[tuple[TablePlan, dict[str, int]]] = []
+        planned: list[tuple[TablePlan, dict[str, int], str]] = []
         for name, parts in sorted(source_partitions(srcs, opts).items()):
             path = dest / name if opts.layout == "per-topic" else dest
             app_ids = [opts.app_id(s.part.topic or "", s.part.partition or 0) for s in parts]
             if dry_run:
                 plan = plan_table(path, parts, opts, migrated_offsets(path, app_ids))
                 metrics["data_loss"] += plan.gaps
-                metrics["tables"].append(_table_metrics(plan, None, []))
+                metrics["tables"].append(_table_metrics(plan, writers.of(path), None, []))
                 continue
             storage_for(path).make_dirs(path, exist_ok=True)
             held.enter_context(table_lock(path, opts.single_writer))
@@ -116,13 +116,14 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
             plan = plan_table(path, parts, opts, reached)
             metrics["data_loss"] += plan.gaps
             _step(step, "planned", path)
-            planned.append((plan, reached))
-        for (plan, _), (version, files) in zip(planned, _run_tables(planned, opts, spark, writer,
-                                                                    run_id, step)):
-            metrics["tables"].append(_table_metrics(plan, version, files))
+            planned.append((plan, reached, writers.of(path)))
+        for (plan, _, writer), (version, files) in zip(planned, _run_tables(planned, opts, spark,
+                                                                            run_id, step)):
+            metrics["tables"].append(_table_metrics(plan, writer, version, files))
             metrics["records"] += sum(f.records for f in files)
             metrics["files"] += len(files)
             metrics["commits"] += 0 if version is None else 1
+    metrics["writer"] = writers.used(metrics["tables"])
     return metrics
 
 
@@ -131,28 +132,30 @@ def pending(metrics: dict) -> int:
     return sum(len(t["partitions"]) for t in metrics["tables"])
 
 
-def _run_tables(planned: list[tuple[TablePlan, dict[str, int]]], opts: MigrateOptions,
-                spark: Any, writer: str, run_id: str, step: Step | None
+def _run_tables(planned: list[tuple[TablePlan, dict[str, int], str]], opts: MigrateOptions,
+                spark: Any, run_id: str, step: Step | None
                 ) -> Iterator[tuple[int | None, list]]:
-    """``(new version, files)`` of each planned table, in order. The Spark engine writes every
-    table's files in one Spark job (a job per table cost ~1.7 s each: many small topics added
-    up), then commits table by table; the local engine and the delta-spark writer go table by
-    table."""
-    if spark is None or opts.engine == "local" or writer == "delta-spark":
-        for plan, reached in planned:
+    """``(new version, files)`` of each planned table, in order. The Spark engine writes the
+    files of every delta-rs table in one Spark job (a job per table cost ~1.7 s each: many
+    small topics added up), then commits table by table; the local engine and the delta-spark
+    writer go table by table."""
+    if spark is None or opts.engine == "local":
+        for plan, reached, writer in planned:
             yield _run_table(plan, opts, spark, writer, run_id, reached, step)
         return
     from .spark_job import TableWrite, write_spark
 
-    pending = [(plan, reached) for plan, reached in planned if plan.pending]
+    pending = [plan for plan, _, writer in planned if plan.pending and writer == "delta-rs"]
     jobs = [TableWrite(str(plan.path), str(begin_run(plan.path, run_id)), plan.schema,
                        plan.read_options(opts),
                        plan.path.options if isinstance(plan.path, ObjectPath) else None)
-            for plan, _ in pending]
+            for plan in pending]
     written = iter(write_spark(spark, jobs, opts.partition_by, run_id))
-    for plan, reached in planned:
-        yield (_commit_table(plan, next(written), opts, run_id, reached, step) if plan.pending
-               else (None, []))
+    for plan, reached, writer in planned:
+        if writer == "delta-spark" or not plan.pending:
+            yield _run_table(plan, opts, spark, writer, run_id, reached, step)
+        else:
+            yield _commit_table(plan, next(written), opts, run_id, reached, step)
 
 
 def _run_table(plan: TablePlan, opts: MigrateOptions, spark: Any, writer: str,
@@ -190,8 +193,8 @@ def _commit_table(plan: TablePlan, files: list, opts: MigrateOptions, run_id: st
     return version, files
 
 
-def _table_metrics(plan: TablePlan, version: int | None, files: list) -> dict:
-    return {"path": str(plan.path), "version": version,
+def _table_metrics(plan: TablePlan, writer: str, version: int | None, files: list) -> dict:
+    return {"path": str(plan.path), "writer": writer, "version": version,
             "records": sum(f.records for f in files), "files": len(files),
             "partitions": {f"{p.topic}-{p.partition}": [p.start, p.end] for p in plan.pending},
             "up_to_date": [f"{p.topic}-{p.partition}" for p in plan.partitions if not p.pending]}
@@ -227,16 +230,40 @@ def _engine(opts: MigrateOptions, spark: Any) -> str:
     return opts.engine
 
 
-def _writer(opts: MigrateOptions, spark: Any, engine: str) -> str:
-    if opts.writer == "delta-rs":
-        return "delta-rs"
-    jars = False
-    if engine == "spark":
-        from .spark_job import delta_jars_available
+class _Writers:
+    """Which writer each table of a run gets. ``delta-rs`` unless asked otherwise: one Spark
+    job writes every table's Parquet with pyarrow and one commit per table follows (8.6x
+    faster than delta-spark's job and commit per Kafka partition on a 1 GB log: docs/delta.md);
+    ``auto`` takes delta-spark only for an existing table with a feature delta-rs cannot write
+    (deletion vectors, ...: :func:`~.features.unwritable`)."""
 
-        jars = delta_jars_available(spark)
-    if opts.writer == "delta-spark" and not jars:
-        raise InvalidOptionError("writer='delta-spark' needs the Spark engine with the Delta "
-                                 "jars on the classpath (see docs/delta.md); use "
-                                 "writer='delta-rs'")
-    return "delta-spark" if jars else "delta-rs"
+    def __init__(self, opts: MigrateOptions, spark: Any, engine: str) -> None:
+        self.asked = opts.writer
+        self.jars = False
+        if engine == "spark" and opts.writer != "delta-rs":
+            from .spark_job import delta_jars_available
+
+            self.jars = delta_jars_available(spark)
+        if opts.writer == "delta-spark" and not self.jars:
+            raise InvalidOptionError("writer='delta-spark' needs the Spark engine with the "
+                                     "Delta jars on the classpath (see docs/delta.md); use "
+                                     "writer='delta-rs'")
+
+    def of(self, path: Path) -> str:
+        """The writer of the table at ``path``; refuses delta-rs for a table it cannot write."""
+        if self.asked == "delta-spark":
+            return "delta-spark"
+        from .features import needs_delta_spark, unwritable
+
+        features = unwritable(path) if table_exists(path) else []
+        if not features:
+            return "delta-rs"
+        if self.asked == "auto" and self.jars:
+            return "delta-spark"
+        raise InvalidOptionError(needs_delta_spark(path, features, "write"))
+
+    def used(self, tables: list[dict]) -> str:
+        """The run's writer: the one its tables used (both, joined by ``+``, when they
+        differed); with no table, the one asked for (``auto``: delta-rs)."""
+        found = sorted({t["writer"] for t in tables})
+        return "+".join(found) if found else ("delta-rs" if self.asked == "auto" else self.asked)

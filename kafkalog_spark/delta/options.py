@@ -62,8 +62,9 @@ MIGRATE_OPTIONS: tuple[OptionSpec, ...] = (
     OptionSpec("engine", "auto", "spark: Spark tasks decode and write Parquet; local: this "
                "process does (no JVM); auto: spark when a session is given"),
     OptionSpec("writer", "auto", "delta-rs: Parquet files committed by deltalake; delta-spark: "
-               "df.write.format('delta') (needs the Delta jars); auto: delta-spark when its "
-               "jars are on the session's classpath"),
+               "df.write.format('delta') (needs the Spark engine and the Delta jars); auto: "
+               "delta-rs, but delta-spark for an existing table with a feature delta-rs cannot "
+               "write (deletion vectors, ...)"),
     OptionSpec("killed_run_grace_s", 86400, "a table on an object store (no lock): files of "
                "an unfinished run are deleted as a killed run's only once its marker is this "
                "many seconds old (younger: maybe a live run; its files stay, unreferenced)"),
