@@ -111,6 +111,11 @@ class RemoteTierError(LogDirError):
     or offsets of the partition's history in no segment (a gap)."""
 
 
+class TieredPartitionError(LogDirError):
+    """A command that would change the local log of a tiered partition (tiered storage): the
+    broker owns its log start offset, its retention across both tiers and its remote copies."""
+
+
 class LogDirLockedError(LogDirError):
     """A live process (a broker) holds the log dir's ``.lock``."""
 

@@ -17,7 +17,9 @@ Per partition, under the log dir's ``.lock``::
 A crash before 4 leaves the old segments (the passes drop ``.cleaned``); during 4 the passes
 finish or roll back the swap; between 4 and 5 the next run cleans again (idempotent); after a
 pass's 5 the log is cleaned up to that pass, and the next run goes on from there.
-``cleanup.policy=compact,delete`` topics then get retention (retention/retain.py).
+``cleanup.policy=compact,delete`` topics then get retention (retention/retain.py). A tiered
+partition (:mod:`kafkalog_spark.log.tiered_topics`) of a compacted topic, or of a topic named,
+is refused before anything is planned.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from ..log.discovery import discover
 from ..log.partition_state import check_high_watermark_source, partition_state, read_offsets
 from ..log.selection import command_partitions
 from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
+from ..log.tiered_topics import refuse_tiered, tiered_partitions
 from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
 from ..storage.atomic import read_checkpoint_file, write_checkpoint_file
@@ -54,6 +57,10 @@ from .rewrite import GroupOutput, key_rows, map_keys, retained_offsets_local
 Step = Callable[[str], None]
 ENGINES = ("local", "spark")
 SWAP_THREADS = 8  # the Spark engine's partitions swapped at once (their fsyncs overlap)
+TIERED_WHY = ("compact would rewrite local segments whose byte copies the remote tier may hold "
+              "and move offsets the broker's remote bookkeeping points into (Kafka does not "
+              "compact tiered topics: remote.storage.enable needs cleanup.policy=delete); "
+              "leave these topics out (--topic)")
 
 
 @dataclass
@@ -272,6 +279,9 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     ------
     LogDirLockedError
         A live process (a broker) holds a log dir's ``.lock``.
+    TieredPartitionError
+        A tiered partition (tiered storage) of a compacted topic, or of a topic named in
+        ``topics``, plan or run.
     """
     if engine not in ENGINES:
         raise InvalidOptionError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}")
@@ -284,6 +294,11 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         ensure_not_locked(d)
     found = discover(dirs)
     command_partitions(found, topics=topics, log_dirs_only="compaction")
+    refuse_tiered("compact", [
+        t for t in tiered_partitions(found, [p for d in found.log_dirs for p in d.partitions
+                                             if topics is None or p.topic in topics],
+                                     options=options, config_file=config_file)
+        if t.config.compact or topics is not None], TIERED_WHY)
     result = CompactionResult(execute, now_ms, engine)
     kw = dict(now_ms=now_ms, options=options, config_file=config_file, topics=topics,
               force=force, skipped=result.skipped,

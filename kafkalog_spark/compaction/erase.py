@@ -27,6 +27,9 @@ chunk (memory bounded like the cleaner's dedupe buffer). The audit report never 
 a value or the predicate: per partition the records removed, segments rewritten, offset ranges
 touched, and a SHA-256 of the sorted key set (or of the predicate). ``check`` only scans and
 reports what is left. :mod:`.erase_spark` runs the per-segment work as Spark tasks.
+
+A topic with tiered storage (:mod:`kafkalog_spark.log.tiered_topics`) is refused — plan, check
+and run alike, before any table is touched: its remote tier holds records no rewrite here reaches.
 """
 
 from __future__ import annotations
@@ -40,10 +43,16 @@ from ..log.discovery import discover
 from ..log.model import PartitionDir
 from ..log.selection import command_partitions
 from ..log.swap import complete_interrupted_swaps
+from ..log.tiered_topics import refuse_tiered, tiered_partitions
 from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from .cleaned import cleaned_path
 from .erase_segment import PartitionErase, Step, erase_segment, rescan, swap_in
 from .erase_select import DEFAULT_MAX_KEYS, Selection
+
+TIERED_WHY = ("erase cannot reach a remote tier: the matching records in its remote segments, "
+              "and in the tier's copies of local segments, would stay there, and only the "
+              "broker removes remote records (retention, kafka-delete-records.sh, deleting the "
+              "topic) - a plan, check or erasure of the local log alone would not be the truth")
 
 
 def erase(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], topic: str,
@@ -67,6 +76,8 @@ def erase(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], t
         path that is not a log dir.
     LogDirLockedError
         A live broker holds a log dir.
+    TieredPartitionError
+        The topic has tiered storage (a remote tier holds records erase cannot reach).
     """
     return erase_selected(log_dirs, topic, Selection(keys, where, max_keys),
                           execute_plan=execute_plan, step=step, spark=spark)
@@ -80,6 +91,7 @@ def erase_selected(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike
     found = discover(log_dirs)
     parts = [p for p in command_partitions(found, topics=[topic])
              if p.topic == topic and p.kind is None]
+    refuse_tiered("erase", tiered_partitions(found, parts), TIERED_WHY)
     roots = sorted({p.path.parent for p in parts})
     for root in roots:
         ensure_not_locked(root)

@@ -45,6 +45,9 @@ CONFIG_TABLE: dict[str, tuple[Any, type, str]] = {
     # a broker setting (not a topic one): compaction keeps the last batch of active producers
     "producer.id.expiration.ms": (86_400_000, int,
                                   "a producer idle this long (no open transaction) expires"),
+    # tiered storage (KIP-405): the broker owns such a topic's log start and retention, so the
+    # maintenance commands refuse its local log (log/tiered_topics.py)
+    "remote.storage.enable": (False, bool, "tiered storage: older segments in a remote tier"),
 }
 INTERNAL_TOPIC_CONFIG = {"__consumer_offsets": {"cleanup.policy": "compact"},
                          "__transaction_state": {"cleanup.policy": "compact"}}
@@ -70,6 +73,7 @@ class TopicConfig:
     segment_index_bytes: int
     file_delete_delay_ms: int
     producer_id_expiration_ms: int
+    remote_storage_enable: bool
     sources: dict[str, str] = field(default_factory=dict)  # kafka name -> source
 
     @property
@@ -96,6 +100,11 @@ def _convert(name: str, raw: Any, where: str) -> Any:
                                  + ", ".join(CONFIG_TABLE))
     typ = CONFIG_TABLE[name][1]
     try:
+        if typ is bool:  # Kafka's ConfigDef BOOLEAN: true or false, any case
+            text = str(raw).strip().lower()
+            if text not in ("true", "false"):
+                raise ValueError(raw)
+            return text == "true"
         if name == "cleanup.policy":
             items = raw if isinstance(raw, (list, tuple)) else str(raw).split(",")
             policy = tuple(sorted({str(p).strip().lower() for p in items if str(p).strip()}))

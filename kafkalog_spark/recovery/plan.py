@@ -42,9 +42,11 @@ class PartitionOutcome:
 # --- one partition -------------------------------------------------------------------------------
 
 
-def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0) -> PartitionOutcome:
+def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
+                   tiered: bool = False) -> PartitionOutcome:
     """Plan steps 2-6 of the module docstring for one partition (swap passes already applied or
-    simulated in ``part``)."""
+    simulated in ``part``). ``tiered``: part of its history is in a remote tier
+    (:mod:`kafkalog_spark.log.tiered_topics`), whose offsets keep their leader epochs."""
     out = PartitionOutcome(part.name, str(part.path))
     for p in part.leftovers:
         if not p.name.endswith(f".{N.CHECKPOINT}.{N.DELETED}"):
@@ -131,7 +133,11 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0) -> Part
             out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot contradicts "
                                       f"the log: {replay.distrusted[o]}"))
     # 6: leader epochs
-    out.actions.extend(_plan_leader_epochs(part, epochs, out.first_base, leo, log_start_checkpoint))
+    # with remote storage on, the broker's loader keeps the log start checkpointed below the
+    # local log and truncates the epochs from the start only there: the remote offsets' epochs
+    # are what its RemoteLogManager fetches and expires remote segments by
+    epochs_from = log_start_checkpoint if tiered else max(log_start_checkpoint, out.first_base)
+    out.actions.extend(_plan_leader_epochs(part, epochs, leo, min(epochs_from, leo)))
     return out
 
 
@@ -150,8 +156,7 @@ def _has_producers(segs, ends) -> bool:
     return False
 
 
-def _plan_leader_epochs(part: PartitionDir, epochs, first_base: int, leo: int,
-                        log_start_checkpoint: int) -> list[Action]:
+def _plan_leader_epochs(part: PartitionDir, epochs, leo: int, log_start: int) -> list[Action]:
     path = part.path / N.LEADER_EPOCH_CHECKPOINT
     try:
         cache = C.load_leader_epochs(read_checkpoint_file(path, C.parse_leader_epoch_checkpoint))
@@ -162,7 +167,7 @@ def _plan_leader_epochs(part: PartitionDir, epochs, first_base: int, leo: int,
             if e >= 0:
                 cache = C.assign_leader_epoch(cache, e, o)
     cache = C.truncate_epochs_from_end(cache, leo)
-    cache = C.truncate_epochs_from_start(cache, min(max(log_start_checkpoint, first_base), leo))
+    cache = C.truncate_epochs_from_start(cache, log_start)
     content = C.format_leader_epoch_checkpoint(cache).encode()
     fs = storage_for(path)
     if fs.exists(path) and fs.read_bytes(path) == content:

@@ -28,7 +28,10 @@ quarantine with a manifest (:mod:`~kafkalog_spark.recovery.quarantine`); a batch
 do not increase cuts the log at that batch (Kafka empties the whole segment); every segment is
 checked, not only those after the recovery point; a log-start checkpoint beyond the log end is
 capped (Kafka deletes every segment). ``-delete`` dirs and the KRaft metadata log are not
-touched. Dry run unless ``execute``: its plan lists every action the execute run takes (splits
+touched. A tiered partition (tiered storage, :mod:`kafkalog_spark.log.tiered_topics`) is
+recovered as the broker's loader does with remote storage on: its log start offset stays the
+checkpointed one, below its local log, and its leader epochs are truncated from the start only
+there (the remote offsets keep theirs); the report notes each one. Dry run unless ``execute``: its plan lists every action the execute run takes (splits
 and salvage rewrites are rehearsed in a private temporary folder,
 :mod:`~kafkalog_spark.recovery.rehearse`, and the rest planned from the result); refuses a log
 dir whose ``.lock`` a live process holds.
@@ -37,7 +40,7 @@ dir whose ``.lock`` a live process holds.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +50,7 @@ from ..log.discovery import _classify, _scan_partition_dir, discover
 from ..log.model import LogDir, PartitionDir
 from ..log.selection import command_partitions
 from ..log.staging import STAGING_INFIX
+from ..log.tiered_topics import TieredPartition, tiered_partitions
 from ..storage import LOCAL, storage_for
 from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from .actions import QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, Action, execute
@@ -124,27 +128,33 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     found = discover(log_dirs)
     command_partitions(found, log_dirs_only="recover")
     report = RecoveryReport(executed=execute_plan)
+    for d in found.log_dirs:
+        ensure_not_locked(d.path)
+    tiered = {t.path: t for t in tiered_partitions(
+        found, [p for d in found.log_dirs for p in d.partitions], notes=report.notes)}
     for log_dir in found.log_dirs:
-        ensure_not_locked(log_dir.path)
         q = Quarantine(log_dir.path, quarantine_dir, step=step)
         if execute_plan:
             with hold_lock(log_dir.path):
                 q.resume()
-                _recover_log_dir(log_dir, report, q, step, scratch=None, salvage=salvage)
+                _recover_log_dir(log_dir, report, q, step, scratch=None, salvage=salvage,
+                                 tiered=tiered)
                 q.finish()
         else:
             with LOCAL.temp_dir("kafkalog-recover-plan-") as scratch:
                 _recover_log_dir(log_dir, report, q, step, scratch=Path(scratch),
-                                 salvage=salvage)
+                                 salvage=salvage, tiered=tiered)
         if q.run is not None:
             report.quarantine_runs.append(str(q.run))
     return report
 
 
 def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, step: Step | None,
-                     *, scratch: Path | None, salvage: bool = False) -> None:
+                     *, scratch: Path | None, salvage: bool = False,
+                     tiered: Mapping[Path, TieredPartition] | None = None) -> None:
     """Plan the recovery of one log dir and, without ``scratch`` (a dry run's private folder
-    for rehearsed rewrites), carry it out."""
+    for rehearsed rewrites), carry it out. ``tiered``: the tiered partitions, by path."""
+    tiered = tiered or {}
     execute_plan = scratch is None
     starts = read_offsets(log_dir.path / N.LOG_START_OFFSET_CHECKPOINT)
     for part in log_dir.special:
@@ -181,8 +191,11 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
         tp = (part.topic, part.partition) if part.topic is not None else None
         start = starts.get(tp, 0) if tp is not None else 0
         view, rewrites, damage = _rewrite_segments(view, log_dir, q, step, salvage, scratch)
-        outcome = plan_partition(view, log_start_checkpoint=start)
+        remote = tiered.get(part.path) if part.kind is None else None
+        outcome = plan_partition(view, log_start_checkpoint=start, tiered=remote is not None)
         outcome.damage = damage
+        if remote is not None:
+            report.notes.append(tiered_note(remote, outcome))
         if outcome.cut is not None and not salvage:
             from .salvage import estimate
             outcome.salvage_would_keep = estimate(view)
@@ -240,6 +253,19 @@ def _rewrite_segments(view: PartitionDir, log_dir: LogDir, q: Quarantine, step: 
         view = _scan_partition_dir(view.path, N.parse_partition_dir_name(view.path.name),
                                    root=log_dir.path)
     return view, actions, [d.to_dict() for p in plans for d in p.damage]
+
+
+def tiered_note(remote: TieredPartition, outcome: PartitionOutcome) -> str:
+    """What recovery of a tiered partition's local log kept, and whether the remote tier holds
+    offsets beyond the recovered log end (a cut below what was copied)."""
+    note = (f"{remote.describe()}: tiered storage - only its local log is recovered, as the "
+            "broker's loader does with remote storage on: the checkpointed log start offset and "
+            "the leader epochs of the remote offsets are kept; the remote tier is the broker's")
+    if remote.remote_end is not None and outcome.log_end <= remote.remote_end:
+        note += (f"; the remote tier holds offsets up to {remote.remote_end}, at or beyond the "
+                 f"recovered log end {outcome.log_end}: the broker will find its copies ahead "
+                 "of its log")
+    return note
 
 
 def _swap_action(a: swap.SwapAction) -> Action:

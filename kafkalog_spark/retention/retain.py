@@ -22,6 +22,8 @@ A pure ``compact`` policy runs only the first pass. Execution, under the log dir
        run, which removes those renamed more than ``file.delete.delay.ms`` ago
 
 Unlike a broker, the active segment is never deleted (a broker would first roll an empty one).
+A tiered partition (tiered storage: :mod:`kafkalog_spark.log.tiered_topics`) is refused, plan
+and run alike: its broker owns its retention across both tiers.
 """
 
 from __future__ import annotations
@@ -41,12 +43,17 @@ from ..log.discovery import discover
 from ..log.partition_state import (PartitionState, SegmentState, check_high_watermark_source,
                                    partition_state, read_offsets)
 from ..log.selection import command_partitions
+from ..log.tiered_topics import refuse_tiered, tiered_partitions
 from ..log.topic_config import TopicConfig, configured_partitions
 from ..storage import storage_for
 from ..storage.atomic import disk_errors, read_checkpoint_file, write_checkpoint_file
 from ..storage.lock import ensure_not_locked, hold_lock
 
 Step = Callable[[str], None]
+TIERED_WHY = ("with tiered storage the broker owns the log start offset and deletes a local "
+              "segment only once its remote tier holds it (local.retention.*), so retain could "
+              "delete offsets the tier does not hold and break the broker's remote bookkeeping; "
+              "the broker's own retention covers both tiers - leave these topics out (--topic)")
 
 
 @dataclass(frozen=True)
@@ -182,6 +189,10 @@ def plan_retention(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike
     check_high_watermark_source(high_watermark)
     found = discover(log_dirs)
     command_partitions(found, topics=topics, log_dirs_only="retention")
+    refuse_tiered("retain", tiered_partitions(
+        found, [p for d in found.log_dirs for p in d.partitions
+                if topics is None or p.topic in topics],
+        options=options, config_file=config_file), TIERED_WHY)
     plans = []
     for log_dir in found.log_dirs:
         log_start = read_offsets(log_dir.path, N.LOG_START_OFFSET_CHECKPOINT)
@@ -327,6 +338,8 @@ def retain(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
     ------
     LogDirLockedError
         A live process (a broker) holds a log dir's ``.lock``.
+    TieredPartitionError
+        A partition of the selected topics is tiered (tiered storage), plan or run.
     """
     if delete_delay_ms < 0:
         raise InvalidOptionError(f"delete_delay_ms must be >= 0, got {delete_delay_ms}")

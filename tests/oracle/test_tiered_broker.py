@@ -257,3 +257,35 @@ def test_migrate_with_the_tier(tiered_run, tmp_path):
     want = sorted((p, r.offset) for (_, p), recs in
                   tiered_run.consumed["read_uncommitted"].items() for r in recs)
     assert got == want
+
+
+# --- maintenance on the tiered topic's local log (issue 32, items 1 and 6) ---------------------
+
+def test_maintenance_refuses_the_tiered_topic_and_recover_keeps_its_history(tiered_run,
+                                                                             tmp_path):
+    logs = tmp_path / "logs"
+    shutil.copytree(tiered_run.log_dir, logs)
+    files = {p: p.read_bytes() for p in sorted(logs.rglob("*")) if p.is_file()}
+    for args in (["retain", logs, "--execute"], ["compact", logs, "--topic", TOPIC],
+                 ["erase", logs, "--topic", TOPIC, "--where", "true", "--execute"]):
+        done = subprocess.run([sys.executable, "-m", "kafkalog_spark.cli", *map(str, args)],
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+        assert f"{args[0]} refuses tiered storage's partition(s) {TOPIC}-0, {TOPIC}-1" in \
+            done.stderr
+        # what the broker left says so three times over
+        assert "remote.storage.enable=true (from the metadata log)" in done.stderr
+        assert "lies below its first local segment" in done.stderr
+        assert "__remote_log_metadata lists" in done.stderr
+    # recover: the broker's leader epochs of the remote offsets and its log start stay
+    report = json.loads(kafkalog("recover", logs, "--json", "--execute").stdout)
+    assert {n.split(":")[0] for n in report["notes"] if "tiered storage" in n} == \
+        {f"{TOPIC}-{p}" for p in range(PARTITIONS)}
+    for p in range(PARTITIONS):
+        epochs = logs / f"{TOPIC}-{p}" / "leader-epoch-checkpoint"
+        first_local = int(sorted((logs / f"{TOPIC}-{p}").glob("*.log"))[0].stem)
+        assert int(epochs.read_text().splitlines()[2].split()[1]) < first_local
+        assert epochs.read_bytes() == files[epochs]
+    for name in ("log-start-offset-checkpoint", "leader-epoch-checkpoint"):
+        for p in logs.rglob(name):
+            assert p.read_bytes() == files[p], p
