@@ -90,10 +90,19 @@ class AivenTier:
     key_file: Path | None = None
 
 
+LEGACY_OBJECTS = {"offset": "index", "timestamp": "timeindex", "producerSnapshot": "snapshot",
+                  "leaderEpoch": "leader-epoch-checkpoint", "transaction": "txnindex"}
+"""Before 2023-10 (Aiven commit 107d1653): the object suffix of each index (one object each)."""
+
+
 def write_segment(base: Path, log: bytes, indexes: dict[str, bytes | None], *,
-                  chunk_size: int, compression: bool, key=None) -> dict:
-    """The three objects of one segment at ``base``.{log,indexes,rsm-manifest}; returns the
-    manifest written."""
+                  chunk_size: int, compression: bool, key=None, legacy: bool = False,
+                  key_id: str | None = "key1") -> dict:
+    """The objects of one segment at ``base``.{log,indexes,rsm-manifest}; returns the
+    manifest written. ``legacy``: the layout from before 2023-10 — each index an object of its
+    own (the whole file, encrypted as one chunk; the transaction index only when there is one,
+    an empty index an empty object), no ``segmentIndexes`` in the manifest. ``key_id`` None:
+    a manifest from before 2023-07, its dataKey without a key pair id."""
     data_key, aad = (os.urandom(32), os.urandom(32)) if key is not None else (None, None)
 
     def transform(chunk: bytes, compress: bool) -> bytes:
@@ -112,35 +121,43 @@ def write_segment(base: Path, log: bytes, indexes: dict[str, bytes | None], *,
                  "transformedChunkSize": len(stored[0]) if len(stored) > 1 else
                  chunk_size + (28 if key is not None else 0),
                  "finalTransformedChunkSize": len(stored[-1])}
-    blob, entries, pos = b"", {}, 0
+    objects, entries, pos = {"log": b"".join(stored), "indexes": b""}, {}, 0
     for name in ("offset", "timestamp", "producerSnapshot", "leaderEpoch", "transaction"):
         raw = indexes.get(name)
         if raw is None:
             entries[name] = None
             continue
         part = transform(raw, False) if raw else b""
+        if legacy:
+            objects[LEGACY_OBJECTS[name]] = part
+            continue
         entries[name] = {"position": pos, "size": len(part)}
-        blob += part
+        objects["indexes"] += part
         pos += len(part)
-    manifest = {"version": "1", "chunkIndex": index, "segmentIndexes": entries,
-                "compression": compression}
+    manifest = {"version": "1", "chunkIndex": index, "compression": compression}
+    if legacy:
+        del objects["indexes"]
+    else:
+        manifest["segmentIndexes"] = entries
     if key is not None:
         wrapped = base64.b64encode(oaep_wrap(key.public_key(), data_key)).decode()
-        manifest["encryption"] = {"dataKey": f"key1:{wrapped}",
+        manifest["encryption"] = {"dataKey": wrapped if key_id is None else f"{key_id}:{wrapped}",
                                   "aad": base64.b64encode(aad).decode()}
+    objects["rsm-manifest"] = json.dumps(manifest).encode()
     base.parent.mkdir(parents=True, exist_ok=True)
-    Path(f"{base}.log").write_bytes(b"".join(stored))
-    Path(f"{base}.indexes").write_bytes(blob)
-    Path(f"{base}.rsm-manifest").write_bytes(json.dumps(manifest).encode())
+    for suffix, data in objects.items():
+        Path(f"{base}.{suffix}").write_bytes(data)
     return manifest
 
 
 def aiven_offload(log_dir: Path, topic: str, partition: int, tier: Path, count: int, *,
                   chunk_size: int = 1000, compression: bool = False, key=None,
-                  metadata: bool = True, custom_key: bool = False) -> AivenTier:
+                  metadata: bool = True, custom_key: bool = False, legacy: bool = False,
+                  key_id: str | None = "key1") -> AivenTier:
     """Upload the partition's ``count`` oldest segments as Aiven's RSM does, record them in
     ``__remote_log_metadata`` (with ``custom_key``: the object key in the custom metadata, the
-    objects then under another folder), and delete the local copies."""
+    objects then under another folder), and delete the local copies. ``legacy``, ``key_id``:
+    the layouts of earlier releases (:func:`write_segment`)."""
     pdir = log_dir / f"{topic}-{partition}"
     topic_id = topic_id_of(pdir)
     folder = tier / f"{topic}-{topic_id}" / str(partition)
@@ -159,7 +176,8 @@ def aiven_offload(log_dir: Path, topic: str, partition: int, tier: Path, count: 
             "producerSnapshot": snap.read_bytes() if snap.exists() else b"",
             "leaderEpoch": f"0\n1\n0 {base_offset}\n".encode(),
             "transaction": txn.read_bytes() if txn.exists() and txn.stat().st_size else None,
-        }, chunk_size=chunk_size, compression=compression, key=key)
+        }, chunk_size=chunk_size, compression=compression, key=key, legacy=legacy,
+            key_id=key_id)
         size = log.stat().st_size
         done.append((seg_id, base_offset, end, size))
         values.append(segment_record(topic_id, topic, partition, seg_id, base_offset, end, size,

@@ -310,6 +310,18 @@ def test_a_copied_segment_missing_from_the_tier_is_an_error(tmp_path):
         kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier)
 
 
+def test_a_listed_tier_with_an_incomplete_copy_is_a_gap_not_a_skip(tmp_path):
+    log_dir, _ = _log(tmp_path)
+    off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 3, metadata=False)
+    seg_id, start, end = off.segments[1][:3]
+    (off.folder / f"{start:020d}-{seg_id}.index").unlink()  # a copy the RSM did not finish
+    # the segment before it ends where it began, so its offsets are a gap, refused by name
+    with pytest.raises(RemoteTierError, match=f"offsets {start}..{end} are in no segment"):
+        kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier)
+    around = kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier, end_offset=start)
+    assert around.column("offset").to_pylist() == list(range(start))
+
+
 def test_a_wrong_tier_is_an_error_not_the_local_tail(tmp_path):
     log_dir, _ = _log(tmp_path)
     off = offload(log_dir, TOPIC, 0, tmp_path / "tier", 2)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 
 import pyarrow as pa
 import pytest
@@ -248,3 +249,115 @@ def kl_segment_bytes(off, start: int, kind: str = "log") -> bytes:
     seg = AivenSegment(off.folder / f"{start:020d}-{seg_id}",
                        (str(off.key_file),) if off.key_file else ())
     return AivenStorage(seg).read_bytes(AivenPath(seg, f"{start:020d}-{seg_id}.{kind}"))
+
+
+# --- the layout from before 2023-10: one object per index -------------------------------------
+
+def _objects(off) -> dict[str, set[str]]:
+    """Per segment (``<offset>-<id>``) the suffixes of its objects in the partition folder."""
+    out: dict[str, set[str]] = {}
+    for p in off.folder.iterdir():
+        stem, _, suffix = p.name.partition(".")
+        out.setdefault(stem, set()).add(suffix)
+    return out
+
+
+@pytest.mark.parametrize("compression", [False, True], ids=["plain", "zstd"])
+@pytest.mark.parametrize("encrypted", [False, True], ids=["clear", "aes-gcm"])
+@pytest.mark.parametrize("metadata", [True, False], ids=["metadata", "listing"])
+def test_history_through_a_pre_2023_aiven_tier(tmp_path, compression, encrypted, metadata):
+    log_dir, before = _log(tmp_path)
+    originals = {p.name: p.read_bytes() for p in (log_dir / f"{TOPIC}-0").iterdir()}
+    off = aiven_offload(log_dir, TOPIC, 0, tmp_path / "bucket", 3, compression=compression,
+                        key=rsa_key() if encrypted else None, metadata=metadata, legacy=True,
+                        key_id=None)  # encrypted: a manifest from before key pair ids too
+    assert {frozenset(k) for k in _objects(off).values()} == {frozenset((
+        "log", "rsm-manifest", "index", "timeindex", "snapshot", "leader-epoch-checkpoint"))}
+    seg_id, start = off.segments[1][:2]
+    manifest = json.loads((off.folder / f"{start:020d}-{seg_id}.rsm-manifest").read_bytes())
+    assert "segmentIndexes" not in manifest
+    assert ":" not in manifest.get("encryption", {}).get("dataKey", "")
+    keys = off.key_file and str(off.key_file)
+    aiven_storage._CACHE.clear()
+    whole = kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier, remote_tier_layout="aiven",
+                        remote_tier_private_key=keys)
+    assert whole.equals(before.select(whole.column_names))
+    # each index object restores the broker's file byte for byte ...
+    for kind in ("index", "timeindex"):
+        assert kl_segment_bytes(off, start, kind) == originals[f"{start:020d}.{kind}"]
+    # ... and an offset range is found through it: a few chunks of the segment, not all
+    aiven_storage.STATS.update(object_bytes=0, chunks=0)
+    t = kl.read_log(log_dir, topics=[TOPIC], remote_tier=off.tier, remote_tier_layout="aiven",
+                    remote_tier_private_key=keys, start_offset=start + 20, end_offset=start + 25)
+    assert t.column("offset").to_pylist() == list(range(start + 20, start + 25))
+    # (listed: planning also reads the last remote segment from its last index entry on)
+    chunks = [-(-s[3] // 1000) for s in off.segments]
+    assert 1 <= aiven_storage.STATS["chunks"] < (chunks[1] if metadata else sum(chunks) / 2)
+
+
+def test_info_verify_and_dump_over_a_pre_2023_tier(tmp_path, capsys):
+    from kafkalog_spark.cli import main
+
+    log_dir, before = _log(tmp_path)
+    off = aiven_offload(log_dir, TOPIC, 0, tmp_path / "bucket", 3, compression=True,
+                        key=rsa_key(), legacy=True)
+    tier = ["--remote-tier", str(off.tier), "--remote-tier-layout", "aiven",
+            "--remote-tier-private-key", str(off.key_file)]
+    for _ in range(2):
+        assert main(["info", "--json", str(log_dir), *tier]) == 0
+        info = json.loads(capsys.readouterr().out)
+        [part] = [p for p in info["log_dirs"][0]["partitions"] if p["topic"] == TOPIC]
+        assert part["remote"]["remote_segments"] == 3 and part["records"] == before.num_rows
+        assert part["remote"]["not_read"] == []
+        try:
+            code = main(["verify", "--local", str(log_dir), *tier])
+        except SystemExit as exc:
+            code = exc.code
+        out = capsys.readouterr().out
+        assert code == 0, out
+    assert main(["dump", *tier, str(log_dir / f"{TOPIC}-0")]) == 0
+    out = capsys.readouterr().out
+    seg_id, start = off.segments[2][:2]
+    assert f"Dumping {off.folder / f'{start:020d}-{seg_id}.timeindex'}" in out
+
+
+def test_a_tier_written_before_and_after_the_2023_layout_change(tmp_path):
+    from tiered_fixtures import set_log_start
+
+    log_dir, before = _log(tmp_path)
+    old = aiven_offload(log_dir, TOPIC, 0, tmp_path / "bucket", 2, compression=True,
+                        legacy=True)
+    new = aiven_offload(log_dir, TOPIC, 0, tmp_path / "bucket", 2, compression=True)
+    set_log_start(log_dir, TOPIC, 0, 0)  # the history starts at 0, in the older objects
+    kinds = _objects(new)
+    assert sum("indexes" in k for k in kinds.values()) == 2
+    assert sum("leader-epoch-checkpoint" in k for k in kinds.values()) == 2
+    for metadata_log in (True, False):
+        logs = log_dir
+        if not metadata_log:  # the tier listed: both layouts recognised
+            logs = tmp_path / "listed"
+            shutil.copytree(log_dir, logs,
+                            ignore=shutil.ignore_patterns("__remote_log_metadata-0"))
+        whole = kl.read_log(logs, topics=[TOPIC], remote_tier=old.tier,
+                            remote_tier_layout="aiven")
+        assert whole.equals(before.select(whole.column_names))
+
+
+def test_a_pre_2023_segment_missing_an_index_object(tmp_path, capsys):
+    from kafkalog_spark.cli import main
+
+    log_dir, _ = _log(tmp_path)
+    listed = tmp_path / "listed"
+    off = aiven_offload(log_dir, TOPIC, 0, tmp_path / "bucket", 3, legacy=True, metadata=False)
+    shutil.copytree(log_dir, listed)
+    seg_id, start = off.segments[1][:2]
+    (off.folder / f"{start:020d}-{seg_id}.timeindex").unlink()
+    assert main(["info", "--json", str(listed), "--remote-tier", str(off.tier),
+                 "--remote-tier-layout", "aiven"]) == 0
+    [part] = [p for p in json.loads(capsys.readouterr().out)["log_dirs"][0]["partitions"]
+              if p["topic"] == TOPIC]
+    assert part["remote"]["not_read"] == [f"{start:020d}-{seg_id}: no .timeindex "
+                                          "(incomplete copy)"]
+    with pytest.raises(RemoteTierError, match=f"offsets {start}..{off.segments[1][2]} are in "
+                                              "no segment"):
+        kl.read_log(listed, topics=[TOPIC], remote_tier=off.tier, remote_tier_layout="aiven")

@@ -27,11 +27,13 @@ from ..codec.files import properties as M
 from ..codec.files.naming import PARTITION_METADATA
 from ..codec.records.decode import DecodeOptions, decode_to_table
 from ..errors import Location, RemoteTierError
-from ..storage import as_path, mapped_file, storage_for
+from ..codec.records.scan import scan_entries
+from ..storage import as_path, is_local, mapped_file, storage_for
 from ..storage.atomic import read_checkpoint_file
 from ..tiered.metadata import RemoteLogMetadata, replay
 from ..tiered.segments import tier_segments
 from ..tiered.tier import RemoteSegment, RemoteTier
+from .lookup import offset_index
 from .model import LogDirs, PartitionDir, RemoteHistory, Segment
 from .partition_state import checkpointed_log_starts, segment_next_offset
 
@@ -181,10 +183,20 @@ def _joined(part: PartitionDir, tier: RemoteTier, metadata: RemoteLogMetadata | 
 
 def _end_offset(r: RemoteSegment) -> int:
     """The segment's last offset: the metadata's, or (a listing's last segment) from its
-    batches."""
+    batches — on an object store only those from its offset index's last entry on, so that
+    planning a read does not fetch the whole segment."""
     if r.end_offset is not None:
         return r.end_offset
-    return segment_next_offset(_as_segment(r, None)) - 1
+    seg = _as_segment(r, None)
+    fs = storage_for(seg.log)
+    index = None if is_local(fs) else offset_index(seg)
+    if index is not None and len(index.positions):
+        pos = int(index.positions[-1])
+        with fs.mapped_ranges(seg.log, [(pos, seg.log_size)], seg.log_size) as buf:
+            tail = scan_entries(buf, start=pos)
+            if tail.clean and len(tail):
+                return int(tail.last_offset[-1])
+    return segment_next_offset(seg) - 1
 
 
 def _as_segment(r: RemoteSegment, last_offset: int | None) -> Segment:

@@ -7,12 +7,16 @@ Layout (TIERED_STORAGE.md §2.1; ``ObjectKeyFactory``)::
                                                                               .indexes
                                                                               .rsm-manifest
 
+and before 2023-10 (Aiven commit 107d1653, "concat indexes in the same object"), instead of
+``.indexes``, one object per index: ``.index``, ``.timeindex``, ``.snapshot``, ``.txnindex``
+(only when the segment has one) and ``.leader-epoch-checkpoint``, each the broker's file whole
+(encrypted as one chunk when the segment is); its manifest has no ``segmentIndexes``.
+
 The tier given is the bucket (or folder, for the filesystem backend) with the key prefix: a
 prefix is a folder here, so it must end in ``/`` (Aiven adds no separator). When the broker
 stored the object key in the segment's custom metadata (field 2, ``object_key``, in the
 COPY_SEGMENT_FINISHED record), that key is used. Segments are read through
-:mod:`.aiven_storage`. Not read: the layout from before 2023-10 (one object per index) and the
-Iceberg format.
+:mod:`.aiven_storage`. Not read: the Iceberg format.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from .metadata import RemoteSegmentMetadata
 from .tier import Listing, RemoteSegment, RemoteTier, listing
 
 _UUID = r"[A-Za-z0-9_-]{22}"
-OBJECT_RE = re.compile(rf"(\d{{20}})-({_UUID})\.(log|indexes|rsm-manifest)")
+OBJECT_RE = re.compile(rf"(\d{{20}})-({_UUID})\.(log|indexes|rsm-manifest|index|timeindex"
+                       r"|snapshot|txnindex|leader-epoch-checkpoint)")
 _REQUIRED = ("log", "indexes", "rsm-manifest")
+_INDEX_OBJECTS = ("index", "timeindex", "snapshot", "leader-epoch-checkpoint")  # before 2023-10
 OBJECT_KEY_TAG = 2  # SegmentCustomMetadataField.OBJECT_KEY
 
 
@@ -52,8 +58,16 @@ def listed_segments(tier: RemoteTier, folder) -> Listing:
         m = OBJECT_RE.fullmatch(name)
         if m:
             found.setdefault((int(m.group(1)), m.group(2)), set()).add(m.group(3))
-    return listing(found, _REQUIRED, lambda start, seg_id, kinds: _segment(
+    return listing(found, _required, lambda start, seg_id, kinds: _segment(
         tier, folder / f"{start:020d}-{seg_id}", seg_id, start, None, "listed"))
+
+
+def _required(kinds: set[str]) -> tuple[str, ...]:
+    """The objects a listed segment needs: with objects of single indexes (the layout from
+    before 2023-10) and no ``.indexes``, those instead."""
+    if "indexes" not in kinds and kinds.intersection(_INDEX_OBJECTS):
+        return ("log", "rsm-manifest", *_INDEX_OBJECTS)
+    return _REQUIRED
 
 
 def metadata_segments(tier: RemoteTier, folder, metas: Iterable[RemoteSegmentMetadata]

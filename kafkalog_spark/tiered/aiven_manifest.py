@@ -9,11 +9,14 @@ Facts (TIERED_STORAGE.md §2.2-2.5, from Aiven's tiered-storage-for-apache-kafka
                       finalTransformedChunkSize}
                    | {"type": "variable", originalChunkSize, originalFileSize, transformedChunks}
       segmentIndexes {offset, timestamp, producerSnapshot, leaderEpoch, transaction (or null)}:
-                     each {"position", "size"} in the .indexes object (sizes as stored)
+                     each {"position", "size"} in the .indexes object (sizes as stored);
+                     absent before 2023-10 (Aiven commit 107d1653): one object per index,
+                     .index .timeindex .snapshot .txnindex (optional) .leader-epoch-checkpoint
       compression    true: every .log chunk is one zstd frame
       encryption     {"dataKey": "<key pair id>:<base64 RSA-wrapped AES key>", "aad": base64}
-                     (absent: not encrypted)
-      remoteLogSegmentMetadata  (newer manifests; not needed to read)
+                     (absent: not encrypted; before 2023-07, commit 84ee2143, the dataKey is
+                     the base64 alone, with no key pair id)
+      remoteLogSegmentMetadata  (manifests from 2023-09 on; not needed to read)
 
     .log      the original segment cut in chunks of originalChunkSize bytes (the last one
               shorter), each transformed on its own (compress, then encrypt), concatenated
@@ -35,6 +38,10 @@ from ..errors import CompressionError, CorruptIndexError, Location
 INDEX_KEYS = {"offset": "index", "timestamp": "timeindex", "producerSnapshot": "snapshot",
               "leaderEpoch": "leader_epoch_checkpoint", "transaction": "txnindex"}
 """Manifest index names -> the broker file suffix each one is a copy of."""
+INDEX_OBJECTS = {"index": "index", "timeindex": "timeindex", "snapshot": "snapshot",
+                 "txnindex": "txnindex", "leader_epoch_checkpoint": "leader-epoch-checkpoint"}
+"""Before 2023-10: broker file suffix -> the suffix of the object holding that index whole
+(encrypted as one chunk when the segment is; an empty index is an empty object)."""
 ZSTD = 4  # Kafka's codec id of zstd (the chunks' frames are plain zstd frames)
 
 
@@ -71,7 +78,7 @@ class ChunkIndex:
 class Encryption:
     """A segment's data key, wrapped with the key pair ``key_id``'s public key, and the AAD."""
 
-    key_id: str
+    key_id: str | None  # None: a manifest from before key pair ids
     wrapped_key: bytes
     aad: bytes
 
@@ -81,7 +88,8 @@ class SegmentManifest:
     """One ``.rsm-manifest``."""
 
     chunk_index: ChunkIndex
-    indexes: dict[str, tuple[int, int] | None]  # broker suffix -> (position, stored size)
+    # broker suffix -> (position, stored size) in .indexes; None: one object per index
+    indexes: dict[str, tuple[int, int] | None] | None
     compression: bool
     encryption: Encryption | None
 
@@ -101,18 +109,21 @@ def parse_manifest(raw: bytes, file: str) -> SegmentManifest:
             raise CorruptIndexError(f"manifest version {doc.get('version')!r} is not \"1\"",
                                     where)
         index = _chunk_index(doc["chunkIndex"], where)
-        indexes: dict[str, tuple[int, int] | None] = {}
-        for key, suffix in INDEX_KEYS.items():
-            entry = doc["segmentIndexes"].get(key)
-            indexes[suffix] = None if entry is None else (int(entry["position"]),
-                                                          int(entry["size"]))
+        indexes: dict[str, tuple[int, int] | None] | None = None
+        if "segmentIndexes" in doc:
+            indexes = {}
+            for key, suffix in INDEX_KEYS.items():
+                entry = doc["segmentIndexes"].get(key)
+                indexes[suffix] = None if entry is None else (int(entry["position"]),
+                                                              int(entry["size"]))
         enc = doc.get("encryption")
         encryption = None
         if enc is not None:
-            key_id, sep, wrapped = str(enc["dataKey"]).partition(":")
-            if not sep or ":" in wrapped:
-                raise CorruptIndexError("encryption.dataKey is not <key pair id>:<base64 key>",
-                                        where)
+            text = str(enc["dataKey"])
+            key_id, sep, wrapped = text.rpartition(":") if ":" in text else (None, "", text)
+            if sep and (not key_id or ":" in key_id):
+                raise CorruptIndexError("encryption.dataKey is not [<key pair id>:]<base64 "
+                                        "key>", where)
             encryption = Encryption(key_id, base64.b64decode(wrapped),
                                     base64.b64decode(enc["aad"]))
         return SegmentManifest(index, indexes, bool(doc["compression"]), encryption)

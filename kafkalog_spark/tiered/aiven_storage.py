@@ -4,7 +4,8 @@ other segment file.
 
 A segment of the ``aiven`` layout is a folder of its own to the readers (:class:`AivenFolder`):
 ``<offset>-<segment id>.log``, ``.index``, ``.timeindex``, ``.txnindex``, ``.snapshot`` and
-``.leader_epoch_checkpoint`` in it are :class:`AivenPath` s, served by :class:`AivenStorage`
+``.leader_epoch_checkpoint`` in it (each index a range of ``.indexes``, or in the layout from
+before 2023-10 an object of its own) are :class:`AivenPath` s, served by :class:`AivenStorage`
 (registered with :func:`kafkalog_spark.storage.seam.register_storage`). A read of byte ranges of
 the ``.log`` fetches only the stored chunks holding them (ranged GETs through the object's own
 storage), decrypts and decompresses each, and places it at its original position; bytes not
@@ -33,7 +34,7 @@ from ..storage import ObjectPath, storage_for
 from ..storage.paths import VirtualPath
 from ..storage.remote_io import FetchProgress, coalesce
 from ..storage.seam import register_storage
-from .aiven_manifest import SegmentManifest, parse_manifest
+from .aiven_manifest import INDEX_OBJECTS, SegmentManifest, parse_manifest
 from .aiven_transform import IV_BYTES, TAG_BYTES, detransform, unwrap_data_key
 
 Folder = Any  # a local Path or an ObjectPath
@@ -177,10 +178,25 @@ class AivenStorage:
         kind = self._kind(path)
         if kind == "log":
             return manifest.chunk_index.original_file_size
+        stored = self._stored(manifest, kind, path)[2]
+        return stored - (IV_BYTES + TAG_BYTES if key is not None and stored else 0)
+
+    def _stored(self, manifest: SegmentManifest, kind: str, path: AivenPath
+                ) -> tuple[Folder, int, int]:
+        """Where index ``kind`` is stored: its object, position and stored size (a range of
+        ``.indexes``, or before 2023-10 an object of its own)."""
+        if manifest.indexes is None:
+            obj = self.segment.object(INDEX_OBJECTS.get(kind, kind))
+            try:
+                if kind in INDEX_OBJECTS:
+                    return obj, 0, storage_for(obj).size(obj)
+            except FileNotFoundError:
+                pass
+            raise FileNotFoundError(2, "no such index object in the tier", str(obj))
         entry = manifest.indexes.get(kind)
         if entry is None:
             raise FileNotFoundError(2, "no such index in the segment's manifest", str(path))
-        return entry[1] - (IV_BYTES + TAG_BYTES if key is not None and entry[1] else 0)
+        return self.segment.object("indexes"), entry[0], entry[1]
 
     def stat(self, path: AivenPath) -> SimpleNamespace:
         return SimpleNamespace(st_size=self.size(path), st_mtime=0.0)
@@ -255,18 +271,14 @@ class AivenStorage:
 
     def _index(self, manifest: SegmentManifest, key: bytes | None, aad: bytes | None,
                kind: str, path: AivenPath) -> bytes:
-        entry = manifest.indexes.get(kind)
-        if entry is None:
-            raise FileNotFoundError(2, "no such index in the segment's manifest", str(path))
-        position, stored = entry
+        obj, position, stored = self._stored(manifest, kind, path)
         if not stored:
             return b""
-        obj = self.segment.object("indexes")
         with storage_for(obj).mapped_ranges(obj, [(position, position + stored)]) as raw:
             data = bytes(raw[position:position + stored])
         STATS["object_bytes"] += len(data)
         if len(data) != stored:
-            raise RemoteTierError(f"the .indexes object ends before the {kind} index "
+            raise RemoteTierError(f"the {obj.name} object ends before the {kind} index "
                                   f"({position}+{stored})", Location(str(obj), position))
         return detransform(data, key=key, aad=aad, compressed=False,
                            where=Location(str(obj), position))

@@ -58,8 +58,8 @@ def unwrap_data_key(enc: Encryption, private_keys: Sequence[bytes], where: Locat
             return found
     how = "no private key given (remote_tier_private_key / --remote-tier-private-key)" \
         if not private_keys else "none of the private keys given unwraps it"
-    raise CompressionError(f"encrypted segment: data key of key pair {enc.key_id!r}: {how}",
-                           where)
+    pair = f"of key pair {enc.key_id!r}" if enc.key_id is not None else "(no key pair id)"
+    raise CompressionError(f"encrypted segment: data key {pair}: {how}", where)
 
 
 def _oaep_decode(em: bytes) -> bytes | None:

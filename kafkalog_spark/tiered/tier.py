@@ -10,7 +10,7 @@ Layouts (TIERED_STORAGE.md)::
     aiven                  Aiven's tiered-storage-for-apache-kafka (segment.format=kafka):
                            <prefix><topic>-<topic id>/<partition>/<20-digit offset>-<segment id>
                            .log / .indexes / .rsm-manifest (chunked, maybe compressed and
-                           encrypted)
+                           encrypted); before 2023-10 one object per index instead of .indexes
 """
 
 from __future__ import annotations
@@ -64,22 +64,27 @@ class Listing:
     incomplete: tuple[str, ...]  # "<offset>-<id>: no .index" ...
 
 
-def listing(objects: Mapping[tuple[int, str], Container[str]], required: Sequence[str],
+def listing(objects: Mapping[tuple[int, str], Container[str]],
+            required: Sequence[str] | Callable[[Container[str]], Sequence[str]],
             make: Callable[[int, str, Any], RemoteSegment]) -> Listing:
     """The segments of a listed folder (``(start offset, segment id) -> kinds of file or
-    object present``) that have every ``required`` kind, built by ``make(start, id, kinds)``,
-    in start-offset order; a segment's end offset is the next one's start minus one (the last
-    one's is not known)."""
+    object present``) that have every ``required`` kind (or every kind ``required(kinds)``
+    names, for a layout whose segments come in variants), built by ``make(start, id, kinds)``,
+    in start-offset order; a segment's end offset is the next listed start above its own minus
+    one — an incomplete segment's too, so that its offsets are a gap, never folded into the
+    segment before it (the last one's end is not known)."""
     found, incomplete = [], []
+    starts = sorted({start for start, _ in objects})
     for (start, seg_id), kinds in sorted(objects.items()):
-        missing = [k for k in required if k not in kinds]
+        needed = required(kinds) if callable(required) else required
+        missing = [k for k in needed if k not in kinds]
         if missing:
             incomplete.append(f"{start:020d}-{seg_id}: no {', '.join('.' + k for k in missing)}")
             continue
-        found.append(make(start, seg_id, kinds))
-    ends = [s.start_offset - 1 for s in found[1:]] + [None]
-    return Listing(tuple(replace(s, end_offset=e) for s, e in zip(found, ends)),
-                   tuple(incomplete))
+        later = starts.index(start) + 1
+        found.append(replace(make(start, seg_id, kinds),
+                             end_offset=starts[later] - 1 if later < len(starts) else None))
+    return Listing(tuple(found), tuple(incomplete))
 
 
 @dataclass(frozen=True)
