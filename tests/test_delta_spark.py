@@ -213,9 +213,6 @@ def test_delta_spark_writer_incremental_exactly_once_three_readers(delta_spark, 
     assert rows == log_rows(logs, topics=["orders"]) == delta_rows(dest / "orders")
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: the delta-spark writer's metrics say 0 "
-                   "records, 0 files and one commit per table whatever it wrote "
-                   "(migrate._run_table returns no files for it)")
 def test_delta_spark_writer_metrics_count_what_it_wrote(delta_spark, tmp_path):
     logs, dest = make_logs(tmp_path, users=True), tmp_path / "delta"
     m = delta_spark.run(_migrate, logs, dest, writer="delta-spark")
@@ -272,16 +269,11 @@ def test_auto_writer_continues_a_table_with_deletion_vectors(delta_spark, tmp_pa
 
 # --- restore and erase on tables delta-spark wrote ----------------------------------------------
 
-NO_RUN_ID = ("issue 31: restore/erase --table recognise a migrate table by kafkalog.runId in "
-             "the commit info, which delta-spark commits do not carry (they carry the "
-             "kafkalog:<topic>:<p> application transactions)")
 DV_UNREADABLE = ("issue 31: delta-rs 1.6 refuses tables with the deletionVectors reader "
                  "feature; restore/erase need delta-spark (or a delta-rs that reads them)")
-DV_AND_RUN_ID = f"{NO_RUN_ID}; and then: {DV_UNREADABLE}"
-DV_PARAMS = [pytest.param(False, id="dv-off", marks=pytest.mark.xfail(strict=True,
-                                                                      reason=NO_RUN_ID)),
+DV_PARAMS = [pytest.param(False, id="dv-off"),
              pytest.param(True, id="dv-on", marks=pytest.mark.xfail(strict=True,
-                                                                    reason=DV_AND_RUN_ID))]
+                                                                    reason=DV_UNREADABLE))]
 
 
 def kafkalog(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -326,6 +318,31 @@ def test_restore_a_delta_rs_table_after_delta_spark_deleted_with_deletion_vector
     assert done.returncode == 0, done.stderr
     want = delta_spark.run(_spark_rows, table)
     assert log_rows(tmp_path / "restored") == want and len(want) == 599
+
+
+def _append_rows(spark, logs, table, app_id) -> None:
+    """The log's rows appended by delta-spark with no userMetadata (as kafkalog's delta-spark
+    writer did before its commits carried the run id), recording ``app_id`` if given."""
+    writer = spark.read.format("kafkalog").load(str(logs)).write.format("delta").mode("append")
+    if app_id is not None:
+        writer = writer.option("txnAppId", app_id).option("txnVersion", "1")
+    writer.save(str(table))
+
+
+def test_a_table_recording_kafkalog_transactions_is_a_migrate_table(delta_spark, tmp_path):
+    """Without a run id in any commit, the ``kafkalog:<topic>:<p>`` transactions say migrate
+    wrote the table; a table with neither is refused, naming both."""
+    from kafkalog_spark.delta.restore import migrate_tables
+
+    logs = make_logs(tmp_path)
+    needed = ("topic", "partition", "offset")
+    for name, app_id in (("ours", "kafkalog:orders:0"), ("theirs", "etl:orders:0"), ("bare", None)):
+        delta_spark.run(_append_rows, logs, tmp_path / name, app_id)
+    assert migrate_tables(tmp_path / "ours", needed, "erase") == [tmp_path / "ours"]
+    for name in ("theirs", "bare"):
+        with pytest.raises(InvalidOptionError, match="no commit carries kafkalog.runId, none "
+                                                     "records a kafkalog:"):
+            migrate_tables(tmp_path / name, needed, "erase")
 
 
 @pytest.mark.parametrize("dv", DV_PARAMS)

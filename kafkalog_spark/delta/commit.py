@@ -34,10 +34,10 @@ from ..storage import is_local, storage_for
 from ..storage.atomic import atomic_write_text
 from ..storage.options import for_delta_rs
 from ..storage.paths import ObjectPath
+from .history import RUN_ID_KEY, run_id_of
 
 STATE_DIR = "_kafkalog"  # leading underscore: Delta readers and VACUUM leave it alone
 FILE_PREFIX = "part-kafkalog-"
-RUN_ID_KEY = "kafkalog.runId"
 _HISTORY_LOOKBACK = 1000  # commits searched for a killed run's id
 
 
@@ -219,8 +219,9 @@ def clean_killed_runs(path: Path, grace_s: float = 0) -> list[str]:
 
 
 def _committed_runs(path: Path) -> set[str]:
-    table = delta_table(path)
-    return {str(h[RUN_ID_KEY]) for h in table.history(_HISTORY_LOOKBACK) if RUN_ID_KEY in h}
+    """The run ids the table's commits carry (either writer's: :mod:`.history`)."""
+    runs = (run_id_of(h) for h in delta_table(path).history(_HISTORY_LOOKBACK))
+    return {r for r in runs if r is not None}
 
 
 def data_file(root: Path, relative: str, partition_values: dict[str, str | None]) -> DataFile:

@@ -6,7 +6,8 @@ lock, delete what killed runs left, read the offsets the table has reached, plan
 table, or one Spark job for every table of the run), and commit files plus new offsets in one
 Delta commit per table (:mod:`~kafkalog_spark.delta.commit`). ``step(name)`` is called at each point a run can die —
 ``planned``, ``files-written``, ``before-commit``, ``committed`` — with the table path; tests
-use it to kill a run there.
+use it to kill a run there. The delta-spark writer, which writes and commits each Kafka partition
+in one Spark write, calls ``before-commit`` and ``committed`` around each of them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +26,7 @@ from ..storage import as_path, storage_for, user_paths
 from ..storage.paths import ObjectPath
 from .commit import (begin_run, clean_killed_runs, commit, delta_table, end_run, migrated_offsets,
                      table_exists, table_lock)
+from .history import RUN_ID_KEY, run_commits
 from .options import MigrateOptions, parse_migrate_options
 from .plan import TablePlan, plan_table, source_partitions
 
@@ -106,7 +109,7 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
             if dry_run:
                 plan = plan_table(path, parts, opts, migrated_offsets(path, app_ids))
                 metrics["data_loss"] += plan.gaps
-                metrics["tables"].append(_table_metrics(plan, writers.of(path), None, []))
+                metrics["tables"].append(_table_metrics(plan, writers.of(path), _Done()))
                 continue
             storage_for(path).make_dirs(path, exist_ok=True)
             held.enter_context(table_lock(path, opts.single_writer))
@@ -117,12 +120,12 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
             metrics["data_loss"] += plan.gaps
             _step(step, "planned", path)
             planned.append((plan, reached, writers.of(path)))
-        for (plan, _, writer), (version, files) in zip(planned, _run_tables(planned, opts, spark,
-                                                                            run_id, step)):
-            metrics["tables"].append(_table_metrics(plan, writer, version, files))
-            metrics["records"] += sum(f.records for f in files)
-            metrics["files"] += len(files)
-            metrics["commits"] += 0 if version is None else 1
+        for (plan, _, writer), done in zip(planned, _run_tables(planned, opts, spark, run_id,
+                                                                step)):
+            metrics["tables"].append(_table_metrics(plan, writer, done))
+            metrics["records"] += done.records
+            metrics["files"] += done.files
+            metrics["commits"] += done.commits
     metrics["writer"] = writers.used(metrics["tables"])
     return metrics
 
@@ -133,9 +136,8 @@ def pending(metrics: dict) -> int:
 
 
 def _run_tables(planned: list[tuple[TablePlan, dict[str, int], str]], opts: MigrateOptions,
-                spark: Any, run_id: str, step: Step | None
-                ) -> Iterator[tuple[int | None, list]]:
-    """``(new version, files)`` of each planned table, in order. The Spark engine writes the
+                spark: Any, run_id: str, step: Step | None) -> Iterator["_Done"]:
+    """What was committed to each planned table, in order. The Spark engine writes the
     files of every delta-rs table in one Spark job (a job per table cost ~1.7 s each: many
     small topics added up), then commits table by table; the local engine and the delta-spark
     writer go table by table."""
@@ -159,16 +161,12 @@ def _run_tables(planned: list[tuple[TablePlan, dict[str, int], str]], opts: Migr
 
 
 def _run_table(plan: TablePlan, opts: MigrateOptions, spark: Any, writer: str,
-               run_id: str, reached: dict[str, int], step: Step | None) -> tuple[int | None, list]:
-    pending = plan.pending
-    if not pending:
-        return None, []
+               run_id: str, reached: dict[str, int], step: Step | None) -> "_Done":
+    if not plan.pending:
+        return _Done()
     read_options = plan.read_options(opts)
     if writer == "delta-spark":
-        from .spark_job import write_delta_spark
-
-        write_delta_spark(spark, plan, read_options, opts)
-        return delta_table(plan.path).version(), []
+        return _run_delta_spark(plan, read_options, opts, spark, run_id, step)
     begin_run(plan.path, run_id)
     from .files import write_local
 
@@ -177,7 +175,7 @@ def _run_table(plan: TablePlan, opts: MigrateOptions, spark: Any, writer: str,
 
 
 def _commit_table(plan: TablePlan, files: list, opts: MigrateOptions, run_id: str,
-                  reached: dict[str, int], step: Step | None) -> tuple[int | None, list]:
+                  reached: dict[str, int], step: Step | None) -> "_Done":
     """Commit a table's written files with the offsets reached, after checking that every
     planned segment and written file is still there."""
     _step(step, "files-written", plan.path)
@@ -190,12 +188,42 @@ def _commit_table(plan: TablePlan, files: list, opts: MigrateOptions, run_id: st
                      run_id, extra)
     _step(step, "committed", plan.path)
     end_run(plan.path, run_id, committed=[f.path for f in files])
-    return version, files
+    return _Done(version, sum(f.records for f in files), len(files), 1)
 
 
-def _table_metrics(plan: TablePlan, writer: str, version: int | None, files: list) -> dict:
-    return {"path": str(plan.path), "writer": writer, "version": version,
-            "records": sum(f.records for f in files), "files": len(files),
+def _run_delta_spark(plan: TablePlan, read_options: dict[str, str], opts: MigrateOptions,
+                     spark: Any, run_id: str, step: Step | None) -> "_Done":
+    """Append the table's pending partitions with delta-spark; what its commits say they
+    wrote (an idempotent skip of a partition already recorded commits nothing)."""
+    from .spark_job import write_delta_spark
+
+    before = delta_table(plan.path).version() if table_exists(plan.path) else -1
+    extra = {"kafkalog.dataLoss": plan.gaps} if plan.gaps else {}
+    write_delta_spark(spark, plan, read_options, opts, {RUN_ID_KEY: run_id, **extra},
+                      lambda name: _step(step, name, plan.path))
+    if not table_exists(plan.path):
+        return _Done()
+    table = delta_table(plan.path)
+    made = run_commits(table.history(table.version() - before), before, run_id)
+    counted = [c.get("operationMetrics") or {} for c in made]
+    return _Done(made[-1]["version"] if made else None,
+                 sum(int(m.get("numOutputRows", 0)) for m in counted),
+                 sum(int(m.get("numFiles", 0)) for m in counted), len(made))
+
+
+@dataclass(frozen=True)
+class _Done:
+    """What one table's part of a run committed."""
+
+    version: int | None = None  # the table's version after the run (None: no commit)
+    records: int = 0
+    files: int = 0
+    commits: int = 0
+
+
+def _table_metrics(plan: TablePlan, writer: str, done: _Done) -> dict:
+    return {"path": str(plan.path), "writer": writer, "version": done.version,
+            "records": done.records, "files": done.files,
             "partitions": {f"{p.topic}-{p.partition}": [p.start, p.end] for p in plan.pending},
             "up_to_date": [f"{p.topic}-{p.partition}" for p in plan.partitions if not p.pending]}
 

@@ -53,10 +53,14 @@ from ..log.staging import DEFAULT_SEGMENT_BYTES
 from ..storage import storage_for
 from ..storage.atomic import read_checkpoint_file, write_checkpoint_file
 from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
-from .commit import RUN_ID_KEY, delta_table, table_exists
+from .commit import delta_table, table_exists
+from .history import RUN_ID_KEY, has_app_transactions, run_id_of
+from .options import MigrateOptions
 from .restore_read import NEEDED, Survey, Tp, stream, survey, windows
 
 Step = Callable[[str], None]
+APP_ID_PREFIX = MigrateOptions.app_id_prefix  # migrate's default
+_LOOKBACK = 1000  # commits searched for a sign of migrate
 
 
 @dataclass
@@ -191,9 +195,11 @@ def migrate_tables(path: Path, needed: Sequence[str] = NEEDED, what: str = "rest
         if missing:
             raise InvalidOptionError(f"{t}: the table lacks the columns {what} needs: "
                                      f"{', '.join(missing)} (migrate with headers and metadata)")
-        if not any(RUN_ID_KEY in h for h in dt.history(1000)):
+        if not (any(run_id_of(h) for h in dt.history(_LOOKBACK))
+                or has_app_transactions(t, APP_ID_PREFIX, _LOOKBACK)):
             raise InvalidOptionError(f"{t}: not a table written by kafkalog migrate (no commit "
-                                     f"carries {RUN_ID_KEY})")
+                                     f"carries {RUN_ID_KEY}, none records a "
+                                     f"{APP_ID_PREFIX}:<topic>:<partition> transaction)")
     return found
 
 

@@ -11,10 +11,11 @@ kept to their partition folders under run-named file names (a retried or specula
 attempt's files stay in staging, removed with it); the commit (delta-rs) makes them visible.
 
 With the Delta jars on the session's classpath (:func:`delta_jars_available`) and
-``writer="delta-spark"`` (or ``auto``), each partition is instead appended with
-``df.write.format("delta")`` and the idempotent-write options ``txnAppId`` / ``txnVersion`` —
-the same application ids and versions the delta-rs path records, so either writer can continue
-a table the other started. That is one commit per partition instead of one per table.
+``writer="delta-spark"`` (or ``auto`` for a table delta-rs cannot write), each partition is
+instead appended with ``df.write.format("delta")`` and the idempotent-write options
+``txnAppId`` / ``txnVersion`` — the same application ids and versions the delta-rs path
+records, so either writer can continue a table the other started — and the run id as the
+commit's ``userMetadata``. That is one commit per partition instead of one per table.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 import base64
 import json
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
@@ -246,12 +247,12 @@ def write_spark(spark: "SparkSession", tables: list[TableWrite], partition_by: t
 
 
 def write_delta_spark(spark: "SparkSession", plan: TablePlan, read_options: dict[str, str],
-                      opts: MigrateOptions) -> int:
-    """Append each pending partition with delta-spark's idempotent writes; returns the number
-    of commits made."""
-    import json
-
-    commits = 0
+                      opts: MigrateOptions, metadata: dict[str, Any],
+                      step: Callable[[str], None]) -> None:
+    """Append each pending partition with delta-spark's idempotent writes (``txnAppId`` /
+    ``txnVersion``: a partition whose offsets are already recorded commits nothing), each
+    commit carrying ``metadata`` as its ``userMetadata`` JSON; ``step("before-commit")`` and
+    ``step("committed")`` around each partition's write."""
     for part in plan.pending:
         one = dict(read_options)
         one["assign"] = json.dumps({part.topic: [part.partition]})
@@ -260,10 +261,11 @@ def write_delta_spark(spark: "SparkSession", plan: TablePlan, read_options: dict
         writer = (_dataframe(spark, plan, one).write.format("delta").mode("append")
                   .option("mergeSchema", "true")
                   .option("txnAppId", opts.app_id(part.topic, part.partition))
-                  .option("txnVersion", str(part.end)))
+                  .option("txnVersion", str(part.end))
+                  .option("userMetadata", json.dumps(metadata)))
         if opts.partition_by:
             writer = writer.partitionBy(*opts.partition_by)
+        step("before-commit")
         with task_errors():
             writer.save(str(plan.path))
-        commits += 1
-    return commits
+        step("committed")
