@@ -1,9 +1,11 @@
 """``kafka-dump-log.sh`` output (inspect layer): DumpLogSegments' text line for line, or JSON lines;
 the options, the end-of-run report, and the dispatch by file kind.
 
-Follows Kafka 4.x ``org.apache.kafka.tools.DumpLogSegments`` (KAFKA_FORMATS §16, §19.3), not the
-≤3.x Scala tool: legacy record CRCs print without the stray ``}``, LEADER_CHANGE control records
-print as ``LeaderChange: <json>``, the non-consecutive-offset tracker starts at −1, and the
+Follows Kafka 4.1's ``kafka.tools.DumpLogSegments`` (KAFKA_FORMATS §16, §19.3), checked against
+it by ``tests/oracle/test_dump_oracle.py``: legacy record CRCs print with its stray ``}``,
+LEADER_CHANGE control records print as ``LeaderChange: <json>``, a file's first record starts
+the non-consecutive-offset tracker, the end-of-run reports list files in the order of its Scala
+hash maps, keys and values decode as Java's UTF-8 decoder does, and the
 ``--transaction-log-decoder`` prints JSON. Dispatch is by the text after the last ``.`` of the
 file name (§16.2)::
 

@@ -45,7 +45,7 @@ def dump_offset_index(run: DumpRun, path: Path) -> None:
             offset, position = base + rel[i], positions[i]
             found = _first_batch_last_offset(run, log, position)
             if found != offset:
-                run.report.index_mismatches.setdefault(absolute, {})[offset] = found
+                run.report.index_mismatches.add(absolute, (offset, found))
             if not run.options.verify_index_only:
                 lines.append(compact_json({"type": "offset_index_entry", "file": run.arg,
                                            "offset": offset, "position": position}) if run.jsonl
@@ -87,15 +87,15 @@ def dump_time_index(run: DumpRun, path: Path) -> None:
             offset = base + rel
             found, pos, size = _batch_reaching(log, oidx.lookup(offset)[1], offset)
             if found != offset:
-                r.time_not_found.setdefault(absolute, []).append((offset, found))
+                r.time_not_found.add(absolute, (offset, found))
             else:
                 t, _ = decode_range(run, log, pos, pos + size, str(path))
                 stamps = t.column("timestamp").cast(pa.int64()).fill_null(-1000).to_numpy() // 1000
                 max_ts = int(stamps.max()) if len(stamps) else L.NO_TIMESTAMP
                 if max_ts != ts:
-                    r.time_mismatches.setdefault(absolute, []).append((ts, max_ts))
+                    r.time_mismatches.add(absolute, (ts, max_ts))
                 if prev >= ts:
-                    r.time_out_of_order.setdefault(absolute, []).append((ts, prev))
+                    r.time_out_of_order.add(absolute, (ts, prev))
             if not run.options.verify_index_only:
                 lines.append(compact_json({"type": "time_index_entry", "file": run.arg,
                                            "timestamp": ts, "offset": offset}) if run.jsonl
@@ -149,10 +149,10 @@ def dump_snapshot(run: DumpRun, path: Path) -> None:
         text = (f"producerId: {p.producer_id} producerEpoch: {p.producer_epoch} "
                 f"coordinatorEpoch: {p.coordinator_epoch} currentTxnFirstOffset: "
                 + ("OptionalLong.empty" if txn is None else f"OptionalLong[{txn}]")
-                + f" lastTimestamp: {p.timestamp}")
+                + f" lastTimestamp: {p.timestamp} ")  # a trailing space without batch metadata
         meta = p.has_batch_metadata
         if meta:
-            text += (f" firstSequence: {p.first_sequence} lastSequence: {p.last_sequence} "
+            text += (f"firstSequence: {p.first_sequence} lastSequence: {p.last_sequence} "
                      f"lastOffset: {p.last_offset} offsetDelta: {p.offset_delta} "
                      f"timestamp: {p.timestamp}")
         run.emit(text, lambda: {

@@ -60,15 +60,62 @@ class DumpOptions:
         return self.deep_iteration or self.print_data
 
 
+class ReportMap:
+    """``file -> findings`` of one DumpLogSegments report, iterated in the order of the Scala
+    2.13 ``mutable.Map`` it keeps them in (keyed by the file's absolute path).
+
+    That map is a hash table of buckets: 16 to start, doubled whenever a ``put`` finds the
+    entries + 1 at 3/4 of it — before it looks for the key, so an update can grow it too. A key
+    goes to bucket ``h & (size - 1)``, with ``h`` Java's ``String.hashCode`` xor its upper 16
+    bits; a bucket lists its keys by ``h`` (signed), then as they came. Iteration walks the
+    buckets in order. ``newest_first`` is for Kafka's ``List`` reports (``seq ::= item;
+    map.put(file, seq)`` on every finding: the findings print last first); the others append
+    to a buffer put in the map with its first finding.
+    """
+
+    def __init__(self, newest_first: bool = False) -> None:
+        self.newest_first = newest_first
+        self._findings: dict[str, list[tuple[int, int]]] = {}
+        self._table_size = 16
+
+    def add(self, file: str, finding: tuple[int, int]) -> None:
+        if self.newest_first or file not in self._findings:
+            if len(self._findings) + 1 >= self._table_size * 3 // 4:
+                self._table_size *= 2
+        self._findings.setdefault(file, []).append(finding)
+
+    def items(self) -> list[tuple[str, list[tuple[int, int]]]]:
+        arrival = {f: i for i, f in enumerate(self._findings)}
+        hashes = {f: _scala_string_hash(f) for f in self._findings}
+        order = sorted(self._findings, key=lambda f: (hashes[f] & (self._table_size - 1),
+                                                      hashes[f], arrival[f]))
+        return [(f, self._findings[f][::-1] if self.newest_first else self._findings[f])
+                for f in order]
+
+    def __bool__(self) -> bool:
+        return bool(self._findings)
+
+
+def _scala_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units) improved as Scala's ``HashMap`` does
+    (``h ^ (h >>> 16)``), as a signed 32-bit int."""
+    h = 0
+    units = text.encode("utf-16-be", "surrogatepass")
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    h ^= h >> 16
+    return h - (1 << 32) if h & 0x80000000 else h
+
+
 @dataclass
 class DumpReport:
     """What a run found besides its output: Kafka's end-of-run reports and the errors."""
 
-    index_mismatches: dict[str, dict[int, int]] = field(default_factory=dict)
-    time_mismatches: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    time_out_of_order: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    time_not_found: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-    non_consecutive: dict[str, dict[int, int]] = field(default_factory=dict)
+    index_mismatches: ReportMap = field(default_factory=lambda: ReportMap(newest_first=True))
+    time_mismatches: ReportMap = field(default_factory=ReportMap)
+    time_out_of_order: ReportMap = field(default_factory=ReportMap)
+    time_not_found: ReportMap = field(default_factory=ReportMap)
+    non_consecutive: ReportMap = field(default_factory=lambda: ReportMap(newest_first=True))
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -79,38 +126,34 @@ class DumpReport:
     def text_lines(self) -> list[str]:
         """The end-of-run stderr lines, in DumpLogSegments' order and wording."""
         out: list[str] = []
-        for f, pairs in self.index_mismatches.items():
+        for f, rows in self.index_mismatches.items():
             out.append(f"Mismatches in :{f}")
-            out += [f"  Index offset: {i}, log offset: {o}" for i, o in sorted(pairs.items(), reverse=True)]
+            out += [f"  Index offset: {i}, log offset: {o}" for i, o in rows]
         for f, rows in self.time_mismatches.items():
             out.append(f"Found timestamp mismatch in :{f}")
             out += [f"  Index timestamp: {a}, log timestamp: {b}" for a, b in rows]
         for f, rows in self.time_out_of_order.items():
             out.append(f"Found out of order timestamp in :{f}")
             out += [f"  Index timestamp: {a}, Previously indexed timestamp: {b}" for a, b in rows]
-        for rows in self.time_not_found.values():
+        for _, rows in self.time_not_found.items():
             out.append("The following indexed offsets are not found in the log.")
             out += [f"Indexed offset: {a}, found log offset: {b}" for a, b in rows]
-        for f, pairs in self.non_consecutive.items():
+        for f, rows in self.non_consecutive.items():
             out.append(f"Non-consecutive offsets in {f}")
-            out += [f"  {a} is followed by {b}" for a, b in sorted(pairs.items())]
+            out += [f"  {a} is followed by {b}" for a, b in rows]
         return out
 
     def objects(self) -> list[dict[str, Any]]:
         """The same reports as JSON-lines objects."""
         out: list[dict[str, Any]] = []
-        for f, pairs in self.index_mismatches.items():
-            out += [{"type": "index_mismatch", "file": f, "index_offset": i, "log_offset": o}
-                    for i, o in sorted(pairs.items(), reverse=True)]
         for kind, table, names in (
+                ("index_mismatch", self.index_mismatches, ("index_offset", "log_offset")),
                 ("time_index_mismatch", self.time_mismatches, ("index_timestamp", "log_timestamp")),
                 ("time_index_out_of_order", self.time_out_of_order,
                  ("index_timestamp", "previous_index_timestamp")),
                 ("time_index_offset_not_found", self.time_not_found,
-                 ("index_offset", "log_offset"))):
+                 ("index_offset", "log_offset")),
+                ("non_consecutive_offsets", self.non_consecutive, ("previous", "next"))):
             for f, rows in table.items():
                 out += [{"type": kind, "file": f, names[0]: a, names[1]: b} for a, b in rows]
-        for f, pairs in self.non_consecutive.items():
-            out += [{"type": "non_consecutive_offsets", "file": f, "previous": a, "next": b}
-                    for a, b in sorted(pairs.items())]
         return out

@@ -77,7 +77,7 @@ def dump_log(run: DumpRun, path: Path) -> None:
                  lambda: {"type": "snapshot_id", "end_offset": snap.end_offset,
                           "epoch": snap.epoch})
     absolute = absolute_name(path)
-    last = [-1]  # 4.x: the tracker starts at -1, so a first offset > 0 is reported
+    last = [-1]  # unset (Kafka's -1): a file's first record is paired with none
     with mapped_file(path) as buf:
         end = min(len(buf), run.options.max_bytes)
         pos = 0
@@ -164,8 +164,8 @@ def _record_lines(run: DumpRun, lines: list[str], rec: _Records, label: str, mag
     r = rec.rows
     for j in range(rec.lo, rec.hi):
         off = r.offset[j]
-        if off != last[0] + 1:
-            run.report.non_consecutive.setdefault(absolute, {})[last[0]] = off
+        if last[0] != -1 and off != last[0] + 1:
+            run.report.non_consecutive.add(absolute, (last[0], off))
         last[0] = off
         key, value = r.key[j], r.value[j]
         ks = -1 if key is None else len(key)
@@ -190,16 +190,17 @@ def _record_lines(run: DumpRun, lines: list[str], rec: _Records, label: str, mag
             s = f"{RECORD_INDENT} offset: {off} {label}: {r.ts[j]} keySize: {ks} valueSize: {vs}"
             if magic >= 2:
                 s += f" sequence: {r.seq[j]} headerKeys: [{','.join(r.header_keys[j])}]"
-            if rec.crc is not None:
-                s += f" isValid: {java_bool(rec.valid[j - rec.lo])} crc: {rec.crc[j - rec.lo]}"
+            if rec.crc is not None:  # the "}" is Kafka's (a stray brace in its format string)
+                s += f" isValid: {java_bool(rec.valid[j - rec.lo])} crc: {rec.crc[j - rec.lo]}}}"
             if ctl:
                 s += ctl[0]
-        if parsed is not None:
-            prefix = RECORD_INDENT + " " if skip_meta else " "
-            for label_, part in (("key: ", parsed[0]), ("payload: ", parsed[1])):
-                if part is not None:
-                    s += prefix + label_ + (part if isinstance(part, str) else compact_json(part))
-                    prefix = " "
+        if parsed is not None:  # only a key takes the "| " that starts a line without metadata
+            key_text, payload = parsed
+            if key_text is not None:
+                s += ((RECORD_INDENT + " " if skip_meta else " ") + "key: "
+                      + (key_text if isinstance(key_text, str) else compact_json(key_text)))
+            if payload is not None:
+                s += " payload: " + (payload if isinstance(payload, str) else compact_json(payload))
         lines.append(s)
 
 

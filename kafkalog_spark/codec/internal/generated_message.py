@@ -26,7 +26,7 @@ from typing import Any, Callable, NamedTuple
 
 from kafkalog_spark.errors import CorruptRecordError, Location
 
-_I8, _I16, _U16, _I32, _I64 = (struct.Struct(f) for f in (">b", ">h", ">H", ">i", ">q"))
+_I8, _I16, _U16, _I32, _I64, _F64 = (struct.Struct(f) for f in (">b", ">h", ">H", ">i", ">q", ">d"))
 
 
 class _Short(Exception):
@@ -116,6 +116,7 @@ _PRIMITIVES: dict[str, Callable[[_Reader], Any]] = {
     "uint16": lambda r: r.fixed(_U16),
     "int32": lambda r: r.fixed(_I32),
     "int64": lambda r: r.fixed(_I64),
+    "float64": lambda r: r.fixed(_F64),
     "bool": lambda r: r.fixed(_I8) != 0,
     "uuid": lambda r: _uuid_text(r.take(16)),
     "string": lambda r: r.string(),

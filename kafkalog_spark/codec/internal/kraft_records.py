@@ -30,15 +30,18 @@ METADATA_RECORD_NAMES = {
     10: "DelegationTokenRecord", 11: "UserScramCredentialRecord", 12: "FeatureLevelRecord",
     14: "ClientQuotaRecord", 15: "ProducerIdsRecord", 17: "BrokerRegistrationChangeRecord",
     18: "AccessControlEntryRecord", 19: "RemoveAccessControlEntryRecord", 20: "NoOpRecord",
-    21: "ZkMigrationRecord", 22: "RemoveUserScramCredentialRecord",
+    21: "ZkMigrationStateRecord", 22: "RemoveUserScramCredentialRecord",
     23: "BeginTransactionRecord", 24: "EndTransactionRecord", 25: "AbortTransactionRecord",
-    26: "RemoveDelegationTokenRecord", 27: "RegisterControllerRecord",
+    26: "RemoveDelegationTokenRecord", 27: "RegisterControllerRecord", 28: "ClearElrRecord",
 }
 _BROKER_ENDPOINT = (_F("name", "string"), _F("host", "string"), _F("port", "uint16"),
                     _F("securityProtocol", "int16"))
 _BROKER_FEATURE = (_F("name", "string"), _F("minSupportedVersion", "int16"),
                    _F("maxSupportedVersion", "int16"))
-# every metadata record is flexible in all versions: (fields, highest known version)
+_BROKER_ID_EPOCH = (_F("brokerId", "int32"), _F("brokerEpoch", "int64"))
+_SCRAM_NAME = (_F("name", "string"), _F("mechanism", "int8"))
+# every metadata record is flexible in all versions: (fields, highest known version); Kafka
+# 4.1's metadata/src/main/resources/common/metadata/*.json, every record type it has
 METADATA_RECORDS: dict[int, tuple[tuple[Field, ...], int]] = {
     0: ((_F("brokerId", "int32"), _F("isMigratingZkBroker", "bool", first=2, default=False),
          _F("incarnationId", "uuid"), _F("brokerEpoch", "int64"),
@@ -70,8 +73,33 @@ METADATA_RECORDS: dict[int, tuple[tuple[Field, ...], int]] = {
     8: ((_F("id", "int32"), _F("epoch", "int64")), 0),
     9: ((_F("topicId", "uuid"),), 0),
     12: ((_F("name", "string"), _F("featureLevel", "int16")), 0),
-    15: ((_F("brokerId", "int32"), _F("brokerEpoch", "int64"), _F("nextProducerId", "int64")), 0),
+    1: (_BROKER_ID_EPOCH, 0),
+    10: ((_F("owner", "string"), _F("requester", "string"), _F("renewers", "[]string"),
+          _F("issueTimestamp", "int64"), _F("maxTimestamp", "int64"),
+          _F("expirationTimestamp", "int64"), _F("tokenId", "string")), 0),
+    11: ((*_SCRAM_NAME, _F("salt", "bytes"), _F("storedKey", "bytes"), _F("serverKey", "bytes"),
+          _F("iterations", "int32")), 0),
+    14: ((_F("entity", (_F("entityType", "string"), _F("entityName", "string", nullable=True))),
+          _F("key", "string"), _F("value", "float64"), _F("remove", "bool")), 0),
+    15: ((*_BROKER_ID_EPOCH, _F("nextProducerId", "int64")), 0),
+    17: ((*_BROKER_ID_EPOCH, _F("fenced", "int8", tag=0, default=0),
+          _F("inControlledShutdown", "int8", first=1, tag=1, default=0),
+          _F("logDirs", "[]uuid", first=2, tag=2, default=[])), 2),
+    18: ((_F("id", "uuid"), _F("resourceType", "int8"), _F("resourceName", "string"),
+          _F("patternType", "int8"), _F("principal", "string"), _F("host", "string"),
+          _F("operation", "int8"), _F("permissionType", "int8")), 0),
+    19: ((_F("id", "uuid"),), 0),
     20: ((), 0),
+    21: ((_F("zkMigrationState", "int8"),), 0),
+    22: (_SCRAM_NAME, 0),
+    23: ((_F("name", "string", nullable=True, tag=0),), 0),
+    24: ((), 0),
+    25: ((_F("reason", "string", nullable=True, tag=0),), 0),
+    26: ((_F("tokenId", "string"),), 0),
+    27: ((_F("controllerId", "int32"), _F("incarnationId", "uuid"),
+          _F("zkMigrationReady", "bool"), _F("endPoints", _BROKER_ENDPOINT),
+          _F("features", _BROKER_FEATURE)), 0),
+    28: ((_F("topicName", "string"),), 0),
 }
 
 
