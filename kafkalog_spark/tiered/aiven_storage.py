@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import Location, RemoteTierError
-from ..storage import ObjectPath, storage_for
+from ..storage import storage_for
 from ..storage.paths import VirtualPath
 from ..storage.remote_io import FetchProgress, coalesce
 from ..storage.seam import register_storage
