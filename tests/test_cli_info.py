@@ -110,6 +110,29 @@ def test_json(shared_fixtures: Path) -> None:
     assert rep["partitions"] == [] and rep["duplicates"] == []
 
 
+def test_start_offset_is_the_log_start_a_consumer_sees(tmp_path: Path) -> None:
+    """After DeleteRecords inside the first segment (its log-start-offset-checkpoint entry),
+    a consumer and Kafka's loader start at the checkpointed offset, not at the first segment's
+    base (found against a real broker: tests/oracle/test_retention_oracle.py)."""
+    import kafkalog_spark as kl
+    from kafkalog_spark.codec.files import checkpoints as C
+    from kafkalog_spark.codec.files import naming as N
+    from kafkalog_spark.storage.atomic import write_checkpoint_file
+
+    from test_read_write import records
+
+    log_dir = tmp_path / "logs"
+    kl.write_log(records(300), log_dir, codec="none", segment_bytes=8 * 1024)
+    rep = json.loads(run(str(log_dir), "--json"))["log_dirs"][0]["partitions"][0]
+    assert (rep["start_offset"], rep["first_base_offset"], rep["log_start_offset"]) == (0, 0, None)
+    write_checkpoint_file(log_dir / N.LOG_START_OFFSET_CHECKPOINT,
+                          C.format_offset_checkpoint({("orders", 0): 7}))
+    rep = json.loads(run(str(log_dir), "--json"))["log_dirs"][0]["partitions"][0]
+    assert (rep["start_offset"], rep["first_base_offset"], rep["log_start_offset"]) == (7, 0, 7)
+    (row,) = [line for line in run(str(log_dir)).splitlines() if line.startswith("  orders-0")]
+    assert row.split()[2] == f"7..{rep['next_offset'] - 1}"
+
+
 def test_shallow_reads_no_log(shared_fixtures: Path) -> None:
     rep = json.loads(run(str(shared_fixtures / DONALD / "__consumer_offsets-28"), "--json",
                          "--shallow"))

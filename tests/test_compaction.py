@@ -12,7 +12,9 @@ import pytest
 from kafkalog_spark import read_log, verify
 from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.codec.records.encode import BatchSpec, encode_batch, encode_end_txn_marker
-from kafkalog_spark.codec.files.index_rebuild import build_indexes, build_txn_index
+from kafkalog_spark.codec.files.index import TxnIndex
+from kafkalog_spark.codec.files.index_rebuild import build_indexes
+from kafkalog_spark.codec.files.snapshot import ProducerStateTracker
 from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.compaction.compact import compact
 from kafkalog_spark.errors import LogDirLockedError
@@ -26,10 +28,12 @@ D = 86_400_000
 def build_partition(log_dir: Path, segments: list[list[bytes]], *, topic: str = "t",
                     partition: int = 0, hw: int | None = None) -> Path:
     """A partition dir from raw batches per segment (the last list is the active segment),
-    with indexes, transaction indexes and replication-offset-checkpoint = LEO (or ``hw``)."""
+    with indexes, transaction indexes (from the producer state over the whole log, as a broker
+    writes them) and replication-offset-checkpoint = LEO (or ``hw``)."""
     pdir = log_dir / f"{topic}-{partition}"
     pdir.mkdir(parents=True)
     next_offset = 0
+    producers = ProducerStateTracker()
     for batches in segments:
         data = b"".join(batches)
         table = scan_entries(data)
@@ -38,9 +42,11 @@ def build_partition(log_dir: Path, segments: list[list[bytes]], *, topic: str = 
         idx = build_indexes(data, base)
         (pdir / N.segment_file_name(base, N.INDEX)).write_bytes(idx.offset_index.to_bytes())
         (pdir / N.segment_file_name(base, N.TIME_INDEX)).write_bytes(idx.time_index.to_bytes())
-        txn = build_txn_index(data, base)
-        if len(txn):
-            (pdir / N.segment_file_name(base, N.TXN_INDEX)).write_bytes(txn.to_bytes())
+        aborted = producers.apply(data)
+        if aborted:
+            (pdir / N.segment_file_name(base, N.TXN_INDEX)).write_bytes(TxnIndex.from_entries(
+                base, [(a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
+                       for a in aborted]).to_bytes())
         if len(table):
             next_offset = int(table.last_offset[-1]) + 1
     ckpt = log_dir / N.REPLICATION_OFFSET_CHECKPOINT
@@ -167,8 +173,9 @@ def test_transactions(tmp_path):
     log_dir = tmp_path / "logs"
     pdir = build_partition(log_dir, txn_log())
     cmp(log_dir, now_ms=T, execute=True, force=True, options={"delete.retention.ms": D})
-    # aborted data gone, but producer 8's last data batch (3) stays as an empty batch; so its
-    # ABORT marker (5) still has observed data and is kept, with a .txnindex entry; the COMMIT
+    # aborted data gone, but producer 8's last data batch (3) stays as an empty batch; its
+    # ABORT marker (5) had observed data and is kept, with the .txnindex entry copied from the
+    # source segment's (first offset 2, as Kafka's cleaner keeps it); the COMMIT
     # marker (4) is kept (batch 1 of its transaction survives); batch 6 is superseded and is not
     # producer 9's last batch (7 is)
     assert [r[:3] for r in rows(log_dir)] == [(1, b"k1", b"t1"), (7, b"k3", b"i7"), (8, b"k2", b"v8")]
@@ -176,7 +183,7 @@ def test_transactions(tmp_path):
     assert first == [(1, 1, 0x10, 1), (3, 3, 0x10, 0), (4, 4, 0x30, 1), (5, 5, 0x30, 1),
                      (7, 7, 0, 1), (8, 8, 0, 1)]
     txn = (pdir / N.segment_file_name(0, N.TXN_INDEX)).read_bytes()
-    assert struct.unpack(">hqqqq", txn) == (0, 8, 3, 5, 6)  # first offset as recovery derives it
+    assert struct.unpack(">hqqqq", txn) == (0, 8, 2, 5, 6)
     assert verify(log_dir, deep=True).ok
     # later rounds change nothing while those batches are the producers' last ones (producers
     # not yet expired)
@@ -192,6 +199,79 @@ def test_transactions(tmp_path):
     assert (3, 3, 0x10, 0) not in batches(pdir)
     assert [r[:3] for r in rows(log_dir)] == [(1, b"k1", b"t1"), (7, b"k3", b"i7"), (8, b"k2", b"v8")]
     assert verify(log_dir, deep=True).ok
+
+
+def test_txnindex_entries_as_kafkas_cleaner_copies_them(tmp_path):
+    """Kafka's cleaner (CleanedTransactionMetadata) lists an aborted transaction in the cleaned
+    .txnindex in the cleaning that drops its data — the entry as the source .txnindex had it —
+    and in no later one, while it keeps the marker until its delete horizon (cl-txn against a
+    real 4.1 broker, tests/oracle/test_cleaner_oracle.py)."""
+    log_dir = tmp_path / "logs"
+    abort = dict(producer_id=8, producer_epoch=1, base_sequence=0, is_transactional=True)
+    later = dict(producer_id=8, producer_epoch=1, base_sequence=2, is_transactional=True)
+
+    def marker(offset: int, commit: bool) -> bytes:
+        return encode_end_txn_marker(offset=offset, producer_id=8, producer_epoch=1,
+                                     coordinator_epoch=3, commit=commit, timestamp=T)
+
+    pdir = build_partition(log_dir, [
+        [rec(0, b"k1", b"v0"), rec(1, b"k1", b"v1"), rec(2, b"k2", b"a2", **abort),
+         rec(3, b"k1", b"a3", **{**abort, "base_sequence": 1})],
+        [rec(4, b"k9", b"v4"), marker(5, False), rec(6, b"k3", b"t6", **later), marker(7, True)],
+        [rec(8, b"k1", b"v8")], []])
+    source = (pdir / N.segment_file_name(4, N.TXN_INDEX)).read_bytes()
+    assert source == TxnIndex.from_entries(4, [(8, 2, 5, 6)]).to_bytes()
+    opts = {"delete.retention.ms": D, "segment.bytes": 1 << 20}
+
+    def again(now: int) -> bytes | None:
+        (log_dir / N.CLEANER_OFFSET_CHECKPOINT).unlink(missing_ok=True)
+        cmp(log_dir, now_ms=now, execute=True, force=True, options=opts)
+        assert verify(log_dir, deep=True).ok
+        txn = pdir / N.segment_file_name(0, N.TXN_INDEX)
+        return txn.read_bytes() if txn.exists() else None
+
+    # the aborted batches (not producer 8's last: 6 is) go, their marker stays, listed as the
+    # source segment listed it
+    assert again(T) == TxnIndex.from_entries(0, [(8, 2, 5, 6)]).to_bytes()
+    assert [b[0] for b in batches(pdir)] == [4, 5, 6, 7, 8]  # k1 at 8 supersedes 0, 1
+    # a second cleaning sees no batch of that transaction: the marker, kept until its delete
+    # horizon, is listed no more
+    assert again(T) is None and 5 in [b[0] for b in batches(pdir)]
+    assert again(T + D) is None and 5 not in [b[0] for b in batches(pdir)]
+
+
+def test_snapshots_of_replaced_segments_go_with_them(tmp_path):
+    """UnifiedLog.replaceSegments renames the producer snapshots of the segments a cleaning
+    replaced (all but those a cleaned segment starts at) .deleted, then deletes them."""
+    from kafkalog_spark.codec.files.snapshot import ProducerSnapshot
+
+    log_dir = tmp_path / "logs"
+    segs = [[rec(i, f"k{i % 3}".encode(), b"v%d" % i) for i in range(j, j + 5)]
+            for j in range(0, 20, 5)] + [[]]
+    pdir = build_partition(log_dir, segs)
+    for base in (5, 10, 15, 20):
+        (pdir / N.segment_file_name(base, N.SNAPSHOT)).write_bytes(ProducerSnapshot(()).to_bytes())
+    cmp(log_dir, now_ms=T, execute=True, force=True, options={"segment.bytes": 1 << 20})
+    assert [p.name for p in sorted(pdir.glob("*.log"))] == [N.segment_file_name(b, N.LOG)
+                                                          for b in (0, 20)]
+    # segments 0-15 cleaned into segment 0: the snapshots at 5, 10 and 15 go, 20's stays
+    assert sorted(p.name for p in pdir.glob("*.snapshot*")) == [N.segment_file_name(20, N.SNAPSHOT)]
+    assert verify(log_dir, deep=True).ok
+
+
+def test_index_interval_bytes_of_the_topic_builds_the_cleaned_indexes(tmp_path):
+    log_dir = tmp_path / "logs"
+    segs = [[rec(i, f"k{i}".encode(), b"v" * 200) for i in range(j, j + 20)]
+            for j in range(0, 60, 20)] + [[]]
+    pdir = build_partition(log_dir, segs)
+    cmp(log_dir, now_ms=T, execute=True, force=True,
+        options={"segment.bytes": 1 << 20, "index.interval.bytes": 500})
+    log = (pdir / N.segment_file_name(0, N.LOG)).read_bytes()
+    built = build_indexes(log, 0, index_interval_bytes=500)
+    assert len(built.offset_index.to_bytes()) > len(build_indexes(log, 0).offset_index.to_bytes())
+    assert (pdir / N.segment_file_name(0, N.INDEX)).read_bytes() == built.offset_index.to_bytes()
+    assert (pdir / N.segment_file_name(0, N.TIME_INDEX)).read_bytes() == \
+        built.time_index.to_bytes()
 
 
 def test_discardable_markers_get_a_horizon_then_go(tmp_path):

@@ -86,6 +86,7 @@ def test_high_watermark_log_end_makes_a_copied_dir_cleanable(tmp_path):
 def test_retention_says_why_nothing_is_deleted_and_honours_log_end(tmp_path):
     logs = tmp_path / "logs"
     build_partition(logs, _segments(1), topic="active")
+    build_partition(logs, [[]], topic="empty")
     build_partition(logs, _segments(3), topic="young")
     build_partition(logs, _segments(3), topic="copied")
     offsets = read_checkpoint_file(logs / N.REPLICATION_OFFSET_CHECKPOINT,
@@ -96,14 +97,17 @@ def test_retention_says_why_nothing_is_deleted_and_honours_log_end(tmp_path):
     opts = {"retention.ms": "3600000"}
     notes = {f"{p.topic}-{p.partition}": " ".join(p.notes)
              for p in retain(logs, options=opts, now_ms=T).plans}
-    assert "only the active segment" in notes["active-0"]
+    assert "not older than retention.ms 3600000" in notes["active-0"]
+    assert "only an empty active segment" in notes["empty-0"]
     assert "not older than retention.ms 3600000" in notes["young-0"]
     assert "--high-watermark log-end" in notes["copied-0"]
     later = T + 10 * 3600_000
     kafka_rule = {p.topic: len(p.deletions) for p in retain(logs, options=opts, now_ms=later).plans}
     log_end = {p.topic: len(p.deletions) for p in
                retain(logs, options=opts, now_ms=later, high_watermark="log-end").plans}
-    assert kafka_rule["copied"] == 0 and log_end["copied"] == 2 and kafka_rule["young"] == 2
+    # every segment expired, the active one too: all go (Kafka rolls an empty one first)
+    assert kafka_rule["copied"] == 0 and log_end["copied"] == 3 and kafka_rule["young"] == 3
+    assert kafka_rule["active"] == 1 and kafka_rule["empty"] == 0
 
 
 def test_cli_reports_reasons_in_text_and_json(tmp_path):

@@ -38,7 +38,7 @@ def offsets(log_dir: Path) -> list[int]:
     return read_log(log_dir).column("offset").to_pylist()
 
 
-def test_retention_ms_deletes_old_prefix_but_never_the_active_segment(tmp_path):
+def test_retention_ms_deletes_old_prefix_and_rolls_when_all_expired(tmp_path):
     log_dir = make_log(tmp_path)
     segs = segments(log_dir)
     assert len(segs) >= 5
@@ -52,9 +52,50 @@ def test_retention_ms_deletes_old_prefix_but_never_the_active_segment(tmp_path):
     # the last deleted segment's newest record is older than the horizon, the first kept is not
     assert first_kept - 1 < 59 - 25 + 1 <= segs[len(cut) + 1] - 1
     assert plan.new_log_start_offset == first_kept
-    # everything expired: still the active segment stays
+    assert plan.rolled_at is None and plan.first_kept_base == first_kept
+    # everything expired, the active segment too: as Kafka's deleteSegments, an empty segment
+    # is rolled at the log end and every old one goes (UnifiedLog.deletableSegments, roll)
     (plan,) = plan_retention(log_dir, now_ms=now + 1000 * HOUR, options={"retention.ms": 1})
-    assert [d.base_offset for d in plan.deletions] == segs[:-1]
+    assert [d.base_offset for d in plan.deletions] == segs
+    assert plan.rolled_at == plan.new_log_start_offset == plan.first_kept_base == 60
+    assert plan.to_dict()["rolled_segment"] == 60
+
+
+def test_every_segment_expired_leaves_an_empty_segment_at_the_log_end(tmp_path):
+    log_dir = make_log(tmp_path)
+    pdir = log_dir / "t-0"
+    snapshot = (pdir / N.segment_file_name(60, N.SNAPSHOT)).read_bytes()
+    done = retain(log_dir, now_ms=T0 + 1000 * HOUR, options={"retention.ms": HOUR}, execute=True)
+    assert done.metrics["segments_deleted"] == 6 and done.plans[0].rolled_at == 60
+    assert sorted(p.name for p in pdir.iterdir() if p.name[0].isdigit()) == [
+        N.segment_file_name(60, kind) for kind in (N.INDEX, N.LOG, N.SNAPSHOT, N.TIME_INDEX)]
+    assert all((pdir / N.segment_file_name(60, k)).stat().st_size == 0
+               for k in (N.LOG, N.INDEX, N.TIME_INDEX))
+    assert (pdir / N.segment_file_name(60, N.SNAPSHOT)).read_bytes() == snapshot  # kept
+    # the log starts at its first (only) segment's base: no checkpoint entry, as Kafka
+    assert read_checkpoint_file(log_dir / N.LOG_START_OFFSET_CHECKPOINT,
+                                C.parse_offset_checkpoint) == {}
+    assert offsets(log_dir) == [] and verify(log_dir, deep=True).ok
+    # an empty last segment is never deleted: a second run changes nothing
+    again = retain(log_dir, now_ms=T0 + 2000 * HOUR, options={"retention.ms": HOUR},
+                   execute=True)
+    assert again.metrics["segments_deleted"] == 0 and segments(log_dir) == [60]
+    # written without a snapshot at the log end: the roll writes the producer state there
+    other = make_log(tmp_path / "other")
+    (other / "t-0" / N.segment_file_name(60, N.SNAPSHOT)).unlink()
+    retain(other, now_ms=T0 + 1000 * HOUR, options={"retention.ms": HOUR}, execute=True)
+    assert (other / "t-0" / N.segment_file_name(60, N.SNAPSHOT)).read_bytes() == snapshot
+
+
+def test_a_log_start_inside_the_first_kept_segment_stays_checkpointed(tmp_path):
+    log_dir = make_log(tmp_path)
+    segs = segments(log_dir)
+    write_checkpoint_file(log_dir / N.LOG_START_OFFSET_CHECKPOINT,
+                          C.format_offset_checkpoint({("t", 0): segs[2] + 1}))
+    retain(log_dir, now_ms=T0, options={"retention.ms": -1}, execute=True)
+    assert segments(log_dir) == segs[2:]
+    assert read_checkpoint_file(log_dir / N.LOG_START_OFFSET_CHECKPOINT,
+                                C.parse_offset_checkpoint) == {("t", 0): segs[2] + 1}
 
 
 def test_retention_bytes_keeps_at_least_retention_bytes(tmp_path):
@@ -121,11 +162,13 @@ def test_execute_updates_checkpoint_then_deletes(tmp_path):
     done = retain(log_dir, now_ms=now, options={"retention.ms": 25 * HOUR}, execute=True,
                   step=labels.append)
     new_start = done.plans[0].new_log_start_offset
-    assert labels[0] == f"write {N.LOG_START_OFFSET_CHECKPOINT}"
+    # the new log start checkpointed before anything goes; once the segments are gone it is
+    # the first segment's base, and Kafka checkpoints none then
+    assert labels[0] == labels[-1] == f"write {N.LOG_START_OFFSET_CHECKPOINT}"
     assert all(not lab.startswith("remove") for lab in labels[:labels.index(
         next(lab for lab in labels if lab.startswith("remove")))])
     ckpt = read_checkpoint_file(log_dir / N.LOG_START_OFFSET_CHECKPOINT, C.parse_offset_checkpoint)
-    assert ckpt[("t", 0)] == new_start
+    assert ("t", 0) not in ckpt
     assert offsets(log_dir) == [o for o in before if o >= new_start]
     assert segments(log_dir)[0] == new_start
     assert not list((log_dir / "t-0").glob("*.deleted"))
@@ -158,11 +201,11 @@ class Crash(Exception):
     pass
 
 
-def test_crash_at_every_step_then_recover(tmp_path):
+@pytest.mark.parametrize("now", [T0 + 59 * HOUR, T0 + 1000 * HOUR], ids=["prefix", "all"])
+def test_crash_at_every_step_then_recover(tmp_path, now):
     from kafkalog_spark.recovery.recover import recover
 
     ref = make_log(tmp_path / "ref")
-    now = T0 + 59 * HOUR
     opts = {"retention.ms": 25 * HOUR}
     labels: list[str] = []
     plan = retain(ref, now_ms=now, options=opts, execute=True, step=labels.append).plans[0]
@@ -185,6 +228,7 @@ def test_crash_at_every_step_then_recover(tmp_path):
         assert verify(log_dir, deep=True).ok, labels[k]
         retain(log_dir, now_ms=now, options=opts, execute=True)
         assert offsets(log_dir) == expected, labels[k]
+        assert segments(log_dir) == segments(ref), labels[k]
 
 
 def test_cli_retain(tmp_path):

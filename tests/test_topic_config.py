@@ -65,3 +65,67 @@ def test_kraft_metadata_snapshot(shared_fixtures, tmp_path):
     assert effective_config("_schemas", log_dirs=log_dir, options={"cleanup.policy": "delete"}
                             ).sources["cleanup.policy"] == "option"
     assert metadata_topic_configs(tmp_path / "nothing") == {}
+
+
+# every topic config of a Kafka 4.1 topic, as `kafka-configs --describe --all` lists them
+CLUSTER_TOPIC_CONFIG = """\
+cleanup.policy=compact,delete
+compression.gzip.level=-1
+compression.lz4.level=9
+compression.type=producer
+compression.zstd.level=3
+delete.retention.ms=86400000
+file.delete.delay.ms=60000
+flush.messages=9223372036854775807
+flush.ms=9223372036854775807
+follower.replication.throttled.replicas=
+index.interval.bytes=4096
+leader.replication.throttled.replicas=
+local.retention.bytes=-2
+local.retention.ms=-2
+max.compaction.lag.ms=9223372036854775807
+max.message.bytes=1048588
+message.timestamp.after.max.ms=3600000
+message.timestamp.before.max.ms=9223372036854775807
+message.timestamp.type=CreateTime
+min.cleanable.dirty.ratio=0.5
+min.compaction.lag.ms=0
+min.insync.replicas=1
+preallocate=false
+remote.log.copy.disable=false
+remote.log.delete.on.disable=false
+remote.storage.enable=false
+retention.bytes=-1
+retention.ms=604800000
+segment.bytes=1073741824
+segment.index.bytes=10485760
+segment.jitter.ms=0
+segment.ms=500
+unclean.leader.election.enable=false
+"""
+
+
+def test_a_topic_config_taken_from_a_cluster_is_accepted(tmp_path):
+    props = tmp_path / "orders.properties"
+    props.write_text(CLUSTER_TOPIC_CONFIG)
+    c = effective_config("orders", config_file=props)
+    assert c.cleanup_policy == ("compact", "delete") and c.sources["cleanup.policy"] == "file"
+    assert c.index_interval_bytes == 4096 and c.sources["index.interval.bytes"] == "file"
+    assert "segment.ms" not in c.to_dict()  # checked, not used
+    c = effective_config("orders", options={"segment.ms": "500", "preallocate": "TRUE",
+                                            "index.interval.bytes": "100"})
+    assert c.index_interval_bytes == 100 and c.sources["index.interval.bytes"] == "option"
+
+
+@pytest.mark.parametrize("name,value,message", [
+    ("segment.ms", "soon", "segment.ms='soon' (option for topic t) is not a valid int"),
+    ("preallocate", "maybe", "preallocate='maybe' (option for topic t) is not a valid bool"),
+    ("segment.mss", "1", "unknown topic config 'segment.mss' (option for topic t) (did you mean "
+                         "'segment.ms'?); valid: cleanup.policy,"),
+    ("retention.mss", "1", "(did you mean 'retention.ms'?)"),
+    ("message.downconversion.enable", "true", "unknown topic config"),  # gone in Kafka 4.0
+])
+def test_other_kafka_configs_are_checked_and_typos_named(name, value, message):
+    with pytest.raises(InvalidOptionError) as err:
+        effective_config("t", options={name: value})
+    assert message in str(err.value)

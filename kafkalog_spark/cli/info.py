@@ -61,13 +61,17 @@ def partition_report(part: PartitionDir, shallow: bool, segments: bool = True,
                      log_start: int | None = None) -> dict[str, Any]:
     """One partition dir, its segments (``None`` unless ``segments``: the text report needs only
     the totals, and a log dir of 40k segments held ~1.5 KB per segment's dict) and the totals
-    over them."""
+    over them. ``start_offset`` is the log start offset a consumer sees (Kafka's loader: the
+    larger of the checkpointed ``log_start`` and the first segment's base,
+    ``first_base_offset``)."""
     segs = [segment_report(s, shallow) for s in part.segments]
+    first = segs[0]["base_offset"] if segs else None
     out: dict[str, Any] = {
         "name": part.name, "topic": part.topic, "partition": part.partition, "kind": part.kind,
         "uuid": part.uuid, "path": str(part.path), "size": part.size,
         "segments": segs if segments else None, "segment_count": len(segs),
-        "start_offset": segs[0]["base_offset"] if segs else None,
+        "start_offset": first if first is None or log_start is None else max(first, log_start),
+        "first_base_offset": first,
         "leftovers": _names(part.leftovers), "orphan_indexes": _names(part.orphan_indexes),
         "snapshots": _names(part.snapshots), "kraft_snapshots": _names(part.kraft_snapshots),
         "unknown": _names(part.unknown), "partition_metadata": part.partition_metadata,
@@ -254,7 +258,7 @@ def _row(p: dict[str, Any]) -> tuple[str, ...]:
     offsets = records = times = magics = codecs = "-"
     if "next_offset" in p and p["segment_count"]:
         offsets = f"{p['start_offset']}..{p['next_offset'] - 1}"
-        if p["next_offset"] == p["start_offset"]:
+        if p["next_offset"] <= p["start_offset"]:
             offsets = f"empty @{p['start_offset']}"
         records = "?" if p["records"] is None else str(p["records"])
         if p["min_timestamp"] is not None or p["max_timestamp"] is not None:
@@ -273,7 +277,7 @@ def _row(p: dict[str, Any]) -> tuple[str, ...]:
     if remote is not None:
         notes += [f"GAP {a}..{b}" for a, b in remote["gaps"]]
         notes += ["REMOTE OVERLAP"] if remote["conflicts"] else []
-    start, log_start = p["start_offset"], p.get("log_start_offset")
+    start, log_start = p["first_base_offset"], p.get("log_start_offset")
     if remote is None and log_start is not None and start is not None and log_start < start:
         notes.append(f"offsets {log_start}..{start - 1} not here (tiered storage? "
                      "--remote-tier)")

@@ -9,7 +9,8 @@ Per partition, under the log dir's ``.lock``::
        (key_map.py; the round stops where the map fills); Spark engine, or --exact-keys: key
        rows -> retained offsets (Spark shuffle, or one local aggregation)
     3  rewrite each group -> one cleaned segment (rewrite.py)
-    4  replace_segments: .cleaned -> .swap -> live, old files .deleted then removed
+    4  replace_segments: .cleaned -> .swap -> live, old files (and the producer snapshots of
+       old segments no cleaned one starts at, as Kafka's replaceSegments) .deleted, removed
     5  cleaner-offset-checkpoint := end offset (atomic write)
     6  local engine, when the key map filled: plan the next pass from that end offset and
        repeat 2-5 until firstUncleanable — what Kafka's cleaner does over later rounds
@@ -37,8 +38,6 @@ import pyarrow as pa
 
 from ..codec.files import checkpoints as C
 from ..codec.files import naming as N
-from ..codec.files.index import TxnIndex
-from ..codec.files.snapshot import ProducerStateTracker
 from ..errors import InvalidOptionError
 from ..log.discovery import discover
 from ..log.partition_state import check_high_watermark_source, partition_state, read_offsets
@@ -53,6 +52,7 @@ from .cleaned import cleaned_path, cleaned_segments, write_cleaned
 from .key_map import DEFAULT_MEMORY, MIN_MEMORY, KeyMap
 from .plan import CleaningPlan, Skipped, limit_plan, plan_partition
 from .rewrite import GroupOutput, key_rows, map_keys, retained_offsets_local
+from .txn_index import txn_indexes
 
 Step = Callable[[str], None]
 ENGINES = ("local", "spark")
@@ -171,27 +171,18 @@ def clean_partition_local(plan: CleaningPlan, stats: dict[str, float], *, now_ms
         plan = nxt
 
 
-def txn_indexes(outputs: Sequence[GroupOutput]) -> list[bytes | None]:
-    """``.txnindex`` of each cleaned segment: the ABORT markers kept, with first offsets and
-    last stable offsets as the producer state replayed over the cleaned segments gives them (what
-    a broker's recovery and ``kafkalog verify`` compute from the cleaned log)."""
-    tracker = ProducerStateTracker()
-    out: list[bytes | None] = []
-    for o in outputs:
-        aborted = tracker.apply(o.log)
-        out.append(TxnIndex.from_entries(o.base_offset, [
-            (a.producer_id, a.first_offset, a.last_offset, a.last_stable_offset)
-            for a in aborted]).to_bytes() if aborted else None)
-    return out
-
-
 def swap_in(plan: CleaningPlan, outputs: Sequence[GroupOutput], *, step: Step | None = None
             ) -> None:
-    """Replace the rewritten segments of one partition (steps 4; its checkpoint: step 5)."""
-    new = [NewSegment(o.base_offset, o.log, txnindex=t, mtime=o.mtime,
-                      log_written=o.path is not None)
-           for o, t in zip(outputs, txn_indexes(outputs))]
+    """Replace the rewritten segments of one partition (steps 4; its checkpoint: step 5), each
+    with the ``.txnindex`` Kafka's cleaner gives it (:mod:`.txn_index`)."""
     old = [s.base_offset for g in plan.groups for s in g.sources]
+    after = [s.base_offset for s in plan.state.segments if s.base_offset > max(old)]
+    indexes = txn_indexes(plan.facts.aborts_indexed if plan.facts is not None else (),
+                          [o.base_offset for o in outputs], after[0] if after else 2**63)
+    new = [NewSegment(o.base_offset, o.log, txnindex=t, mtime=o.mtime,
+                      log_written=o.path is not None,
+                      index_interval_bytes=plan.config.index_interval_bytes)
+           for o, t in zip(outputs, indexes)]
     replace_segments(plan.state.path, new, old, step=step)
 
 

@@ -15,12 +15,13 @@ Per partition::
 Per batch of the rewrite range: ``can_discard`` (``CleanedTransactionMetadata``: aborted data,
 markers whose transaction has no data left, emptied control batches) and ``last_of_producer``
 (the last data batch of each producer in the producer state, or its marker when it has no data
-batch). The producer state is replayed from the first segment; a producer counts as active
-unless it has expired as ``ProducerStateManager.isProducerExpired`` decides at ``now``: no open
-transaction and ``now - its last timestamp >= producer.id.expiration.ms`` (a broker removes
-those from its producer state, so the cleaner no longer keeps their last batch). A broker
-notices expiry at its next check (producer.id.expiration.check.interval.ms, 10 minutes by
-default); offline, expiry is applied exactly at ``now``.
+batch); and the aborted transactions whose kept marker the cleaned ``.txnindex`` lists
+(:mod:`.txn_index`). The producer state is replayed from the first segment; a producer counts
+as active unless it has expired as ``ProducerStateManager.isProducerExpired`` decides at
+``now``: no open transaction and ``now - its last timestamp >= producer.id.expiration.ms``
+(a broker removes those from its producer state, so the cleaner no longer keeps their last
+batch). A broker notices expiry at its next check (producer.id.expiration.check.interval.ms,
+10 minutes by default); offline, expiry is applied exactly at ``now``.
 """
 
 from __future__ import annotations
@@ -30,12 +31,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..codec.files.snapshot import ProducerStateTracker
+from ..codec.files.snapshot import CompletedTxn, ProducerStateTracker
 from ..codec.records.decode import DecodeOptions, decode_to_table
 from ..codec.records.scan import scan_entries, scan_segment
 from ..log.partition_state import PartitionState, SegmentState
 from ..log.topic_config import TopicConfig
 from ..storage import mapped_file
+from .txn_index import IndexedAbort, indexed_aborts
 
 INT32_MAX = 2**31 - 1
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
@@ -78,11 +80,13 @@ class RoundFacts:
     """The batch facts of a whole round, decided once over the log as it was when the round
     began (the passes of a round whose key map filled all use them, so their result is the
     one-pass result): batch last offsets that ``can_discard`` and that are the
-    ``last_of_producer``, and the legacy delete horizon (ms)."""
+    ``last_of_producer``, the legacy delete horizon (ms), and the aborted transactions the
+    cleaned ``.txnindex`` files list."""
 
     can_discard: tuple[int, ...]  # sorted
     last_of_producer: tuple[int, ...]  # sorted
     legacy_horizon: int
+    aborts_indexed: tuple[IndexedAbort, ...] = ()  # the cleaned .txnindex entries (txn_index.py)
 
     def of_segment(self, lo: int, hi: int) -> tuple[frozenset[int], frozenset[int]]:
         """``(can_discard, last_of_producer)`` of the batches ending in ``[lo, hi)``."""
@@ -264,19 +268,22 @@ def active_producers(tracker: ProducerStateTracker, now_ms: int, expiration_ms: 
 
 
 def transaction_facts(segs: list[SegmentState], producers: dict[int, tuple[int, int]]
-                      ) -> dict[int, tuple[frozenset[int], frozenset[int]]]:
+                      ) -> tuple[dict[int, tuple[frozenset[int], frozenset[int]]],
+                                 list[CompletedTxn]]:
     """Per segment base offset: ``(can_discard, last_of_producer)`` batch last offsets
-    (§15.6, §15.8); ``producers`` as :func:`active_producers` gives them."""
+    (§15.6, §15.8); and the aborted transactions whose ABORT marker is kept because a batch of
+    theirs was seen (what the cleaned ``.txnindex`` lists). ``producers`` as
+    :func:`active_producers` gives them."""
     aborted_tracker = ProducerStateTracker()
     aborted = []
     for s in segs:
         with mapped_file(s.segment.log) as buf:
             aborted += aborted_tracker.apply(buf, file=str(s.segment.log))
     aborted.sort(key=lambda t: t.first_offset)
-    ongoing_aborted: dict[int, bool] = {}  # producer id -> a data batch of it was observed
+    ongoing_aborted: dict[int, list] = {}  # producer id -> [a data batch seen, the txn]
     committed: set[int] = set()
     k = 0
-    out = {}
+    out, indexed = {}, []
     for s in segs:
         discard, last_of = set(), set()
         with mapped_file(s.segment.log) as buf:
@@ -288,7 +295,7 @@ def transaction_facts(segs: list[SegmentState], producers: dict[int, tuple[int, 
                 last = int(lasts[i])
                 pid = int(t.producer_id[i])
                 while k < len(aborted) and aborted[k].first_offset <= last:
-                    ongoing_aborted[aborted[k].producer_id] = False
+                    ongoing_aborted.setdefault(aborted[k].producer_id, [False, aborted[k]])
                     k += 1
                 if pid >= 0 and pid in producers:
                     last_data, epoch = producers[pid]
@@ -301,7 +308,10 @@ def transaction_facts(segs: list[SegmentState], producers: dict[int, tuple[int, 
                         continue
                     ctype = _control_type(buf, int(t.position[i]), int(t.entry_size[i]))
                     if ctype == CONTROL_ABORT:
-                        if not ongoing_aborted.pop(pid, False):  # no data of it observed
+                        seen, closed = ongoing_aborted.pop(pid, (False, None))
+                        if seen:  # kept, and indexed
+                            indexed.append(closed)
+                        else:  # no data of it observed
                             discard.add(last)
                     elif ctype == CONTROL_COMMIT:
                         if pid in committed:
@@ -310,12 +320,12 @@ def transaction_facts(segs: list[SegmentState], producers: dict[int, tuple[int, 
                             discard.add(last)
                 elif txn[i]:
                     if pid in ongoing_aborted:
-                        ongoing_aborted[pid] = True
+                        ongoing_aborted[pid][0] = True
                         discard.add(last)
                     else:
                         committed.add(pid)
         out[s.base_offset] = (frozenset(discard), frozenset(last_of))
-    return out
+    return out, indexed
 
 
 def plan_partition(state: PartitionState, config: TopicConfig, *, cleaner_checkpoint: int | None,
@@ -344,15 +354,16 @@ def plan_partition(state: PartitionState, config: TopicConfig, *, cleaner_checkp
     if resume is not None and resume.facts is not None:
         plan.facts = resume.facts
     else:
-        facts = transaction_facts(rewritten, active_producers(tracker, now_ms,
-                                                              config.producer_id_expiration_ms))
+        facts, kept_aborts = transaction_facts(
+            rewritten, active_producers(tracker, now_ms, config.producer_id_expiration_ms))
         # retainLegacyDeletesAndTxnMarkers: newer than (last clean segment's mtime -
         # delete.retention.ms)
         clean_segs = [s for s in segs if s.base_offset < first_dirty and s is not segs[-1]]
         plan.facts = RoundFacts(
             tuple(sorted(x for d, _ in facts.values() for x in d)),
             tuple(sorted(x for _, p in facts.values() for x in p)),
-            (clean_segs[-1].mtime_ms - config.delete_retention_ms) if clean_segs else 0)
+            (clean_segs[-1].mtime_ms - config.delete_retention_ms) if clean_segs else 0,
+            indexed_aborts(rewritten, kept_aborts))
     nexts = {s.base_offset: n.base_offset for s, n in zip(segs, segs[1:])}
     for n, g in enumerate(groups):
         sources = tuple(SourceSegment(s.base_offset, str(s.segment.log), s.segment.mtime,

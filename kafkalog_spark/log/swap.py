@@ -8,7 +8,9 @@ Replacement, ``LocalLog.replaceSegments`` (KAFKA_FORMATS §12.8), as :func:`repl
     2  rename .cleaned -> .swap, new segments in DESCENDING base-offset order; fsync the dir
     3  rename every file of each old segment (ascending) to <name>.deleted
     4  rename .swap -> <name> (the .log first, as changeFileSuffixes does); fsync the dir
-    5  dispose of the .deleted files
+    5  rename the producer snapshot of each old segment whose base offset no new segment
+       starts at to <name>.deleted (``UnifiedLog.replaceSegments`` → ``deleteProducerSnapshots``)
+    6  dispose of the .deleted files
 
 Load-time passes, ``LogLoader.load`` (§12.2), as :func:`plan_swap_recovery`::
 
@@ -19,11 +21,12 @@ Load-time passes, ``LogLoader.load`` (§12.2), as :func:`plan_swap_recovery`::
             [min swap base offset, max swap next offset) — the old segments being replaced
     pass 3  rename every .swap to its live name
 
-A crash at any point of (1)-(5) leaves a directory the passes bring to either the old segments
-(before step 2 completed) or the new ones (after). Every pass action is one rename or one
-disposal, and the passes are re-planned from the directory listing, so a crash during the
-passes themselves is completed by planning again. "Dispose" is a callback: the default removes
-the file; ``kafkalog recover`` moves it into its quarantine instead.
+A crash at any point of (1)-(6) leaves a directory the passes bring to either the old segments
+(before step 2 completed) or the new ones (after; an old snapshot step 5 had not renamed yet
+is at no segment's base, and a broker's load drops it as a stray). Every pass action is one
+rename or one disposal, and the passes are re-planned from the directory listing, so a crash
+during the passes themselves is completed by planning again. "Dispose" is a callback: the
+default removes the file; ``kafkalog recover`` moves it into its quarantine instead.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..codec.files import naming as N
-from ..codec.files.index_rebuild import build_indexes
+from ..codec.files.index_rebuild import DEFAULT_INDEX_INTERVAL_BYTES, build_indexes
 from ..codec.records.scan import scan_entries
 from ..errors import InvalidOptionError, KafkaLogError, Location
 from ..storage import mapped_file, storage_for
@@ -210,12 +213,14 @@ class NewSegment:
     txnindex: bytes | None = None
     mtime: float | None = None  # Kafka gives cleaned segments the newest old segment's mtime
     log_written: bool = False
+    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES  # the topic's index.interval.bytes
 
 
 def _segment_files(seg: NewSegment) -> list[tuple[str, bytes | bytearray | memoryview]]:
     index, timeindex = seg.index, seg.timeindex
     if index is None or timeindex is None:
-        built = build_indexes(seg.log, seg.base_offset)
+        built = build_indexes(seg.log, seg.base_offset,
+                              index_interval_bytes=seg.index_interval_bytes)
         index = built.offset_index.to_bytes() if index is None else index
         timeindex = built.time_index.to_bytes() if timeindex is None else timeindex
     files = [(N.LOG, seg.log), (N.INDEX, index), (N.TIME_INDEX, timeindex)]
@@ -326,7 +331,18 @@ def replace_segments(pdir: str | os.PathLike[str], new: Sequence[NewSegment],
                 say(f"rename {swap.name} -> {final.name}")
                 fs.rename(swap, final)
         fs.fsync_dir(pdir)
-        # 5: the replaced files
+        # 5: the snapshots of the segments no new one replaces at their base (a crash before
+        # this leaves them at no segment's base: the loader's removeStraySnapshots drops them)
+        kept = {seg.base_offset for seg in news}
+        for base in old:
+            p = pdir / N.segment_file_name(base, N.SNAPSHOT)
+            if base not in kept and fs.exists(p):
+                target = p.with_name(f"{p.name}.{N.DELETED}")
+                say(f"rename {p.name} -> {target.name}")
+                fs.rename(p, target)
+                deleted.append(target)
+        fs.fsync_dir(pdir)
+        # 6: the replaced files
         for p in deleted:
             say(f"dispose {p.name}")
             dispose(p, "replaced segment")

@@ -12,10 +12,15 @@ Sources, strongest first:
 4. the topic-level settings Kafka creates internal topics with (``__consumer_offsets`` and
    ``__transaction_state`` are ``compact``);
 5. Kafka's defaults (``LogConfig`` / ``CleanerConfig``, KAFKA_FORMATS §14.3, §15.10).
+
+:data:`CONFIG_TABLE` lists the settings used; every other topic config Kafka knows
+(:data:`OTHER_TOPIC_CONFIGS`) is accepted from options and files, its value checked, and not
+used; any other name is an error naming the closest valid one.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -23,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..codec.files import naming as N
+from ..codec.files.index_rebuild import DEFAULT_INDEX_INTERVAL_BYTES
 from ..codec.files.properties import parse_java_properties
 from ..errors import InvalidOptionError, KafkaLogError, Location
 from ..storage import as_path, storage_for, user_paths
@@ -48,6 +54,24 @@ CONFIG_TABLE: dict[str, tuple[Any, type, str]] = {
     # tiered storage (KIP-405): the broker owns such a topic's log start and retention, so the
     # maintenance commands refuse its local log (log/tiered_topics.py)
     "remote.storage.enable": (False, bool, "tiered storage: older segments in a remote tier"),
+    "index.interval.bytes": (DEFAULT_INDEX_INTERVAL_BYTES, int,
+                             "bytes between offset index entries of cleaned segments"),
+}
+# Kafka 4.1's other topic configs (LogConfig.configNames()) and their types: a topic's configs
+# taken from a cluster (kafka-configs --describe, a .properties dump) are accepted as they are
+# and their values checked, but not used — they matter to a live broker only (rolling, flushing,
+# replication, checks on produce, compression of produced batches, tiered storage's local
+# retention); the cleaner recompresses with each batch's codec at its default level
+OTHER_TOPIC_CONFIGS: dict[str, type] = {
+    "segment.ms": int, "segment.jitter.ms": int, "flush.messages": int, "flush.ms": int,
+    "max.message.bytes": int, "unclean.leader.election.enable": bool,
+    "min.insync.replicas": int, "compression.type": str, "compression.gzip.level": int,
+    "compression.lz4.level": int, "compression.zstd.level": int, "preallocate": bool,
+    "message.timestamp.type": str, "message.timestamp.before.max.ms": int,
+    "message.timestamp.after.max.ms": int, "leader.replication.throttled.replicas": str,
+    "follower.replication.throttled.replicas": str, "local.retention.ms": int,
+    "local.retention.bytes": int, "remote.log.copy.disable": bool,
+    "remote.log.delete.on.disable": bool, "internal.segment.bytes": int,
 }
 INTERNAL_TOPIC_CONFIG = {"__consumer_offsets": {"cleanup.policy": "compact"},
                          "__transaction_state": {"cleanup.policy": "compact"}}
@@ -74,6 +98,7 @@ class TopicConfig:
     file_delete_delay_ms: int
     producer_id_expiration_ms: int
     remote_storage_enable: bool
+    index_interval_bytes: int
     sources: dict[str, str] = field(default_factory=dict)  # kafka name -> source
 
     @property
@@ -95,10 +120,16 @@ class TopicConfig:
 
 
 def _convert(name: str, raw: Any, where: str) -> Any:
-    if name not in CONFIG_TABLE:
-        raise InvalidOptionError(f"unknown topic config {name!r} ({where}); valid: "
-                                 + ", ".join(CONFIG_TABLE))
-    typ = CONFIG_TABLE[name][1]
+    if name in CONFIG_TABLE:
+        typ = CONFIG_TABLE[name][1]
+    elif name in OTHER_TOPIC_CONFIGS:
+        typ = OTHER_TOPIC_CONFIGS[name]
+    else:
+        known = sorted({*CONFIG_TABLE, *OTHER_TOPIC_CONFIGS})
+        close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise InvalidOptionError(f"unknown topic config {name!r} ({where}){hint}; valid: "
+                                 + ", ".join(known))
     try:
         if typ is bool:  # Kafka's ConfigDef BOOLEAN: true or false, any case
             text = str(raw).strip().lower()
@@ -111,6 +142,8 @@ def _convert(name: str, raw: Any, where: str) -> Any:
             if not policy or any(p not in POLICIES for p in policy):
                 raise ValueError(raw)
             return policy
+        if typ is str:
+            return str(raw).strip()
         if typ is int:
             if isinstance(raw, bool) or (isinstance(raw, float) and not raw.is_integer()):
                 raise ValueError(raw)
@@ -253,8 +286,10 @@ def effective_config(topic: str, *, options: Mapping[str, Any] | None = None,
     layers.append((SOURCE_OPTION, options or {}))
     for source, layer in layers:
         for name, raw in layer.items():
-            values[name] = _convert(name, raw, f"{source} for topic {topic}")
-            sources[name] = source
+            value = _convert(name, raw, f"{source} for topic {topic}")
+            if name in CONFIG_TABLE:  # the others are checked, not used
+                values[name] = value
+                sources[name] = source
     return TopicConfig(topic=topic, sources=sources,
                        **{name.replace(".", "_"): v for name, v in values.items()})
 

@@ -43,9 +43,11 @@ class PartitionOutcome:
 
 
 def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
-                   tiered: bool = False) -> PartitionOutcome:
+                   recovery_point: int | None = 0, tiered: bool = False) -> PartitionOutcome:
     """Plan steps 2-6 of the module docstring for one partition (swap passes already applied or
-    simulated in ``part``). ``tiered``: part of its history is in a remote tier
+    simulated in ``part``). ``recovery_point``: its ``recovery-point-offset-checkpoint`` entry
+    (0 without one), ``None`` after a clean shutdown (the broker's load recovers no segment:
+    :func:`snapshot_offsets`). ``tiered``: part of its history is in a remote tier
     (:mod:`kafkalog_spark.log.tiered_topics`), whose offsets keep their leader epochs."""
     out = PartitionOutcome(part.name, str(part.path))
     for p in part.leftovers:
@@ -79,8 +81,13 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
     while True:  # a marker Kafka cannot parse moves the cut earlier; replay again
         kept = segs[:len(ends)]
         leo = _log_end(kept[-1], ends[-1])
+        # with remote storage on the loader keeps the checkpointed log start below the local log
+        log_start = min(log_start_checkpoint if tiered
+                        else max(log_start_checkpoint, out.first_base), leo)
+        bases = [s.base_offset for s in kept]
+        targets = snapshot_offsets(bases, log_start, leo, recovery_point)
         usable = {o: v for o, v in valid.items() if o <= leo}
-        replay = replay_partition(kept, ends, usable, targets=[leo])
+        replay = replay_partition(kept, ends, usable, targets=targets)
         if replay.error is None:
             break
         i, pos = replay.error_segment, replay.error.position or 0
@@ -113,32 +120,65 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
             out.actions.extend(plan_segment_indexes(
                 seg, buf[:ends[i]], truncated=cut is not None and i == cut[0]))
         out.actions.extend(plan_txn_index(seg, replay.aborted[i]))
-    # 5: the producer snapshot at the log end
+    # 5: producer snapshots at the segment bases above the log start and at the log end
     producers = any(len(e[0]) for e in epochs) and _has_producers(kept, ends)
-    if (producers or valid or corrupt) and leo not in replay.trusted:
-        path = part.path / N.segment_file_name(leo, N.SNAPSHOT)
-        out.actions.append(Action(WRITE_FILE, str(path), "producer state at the log end offset "
-                                  "replayed from the batch headers",
-                                  content=replay.states[leo].to_bytes()))
+    if producers or valid or corrupt:
+        out.actions.extend(_plan_snapshot_writes(part, replay, targets, leo))
     # only now the other snapshots go: deciding step 5 must not depend on whether a killed
-    # run had already moved them (a snapshot at the log end is replaced by the write itself)
+    # run had already moved them (a snapshot written in step 5 is replaced by the write itself)
     for o, (p, why) in sorted(corrupt.items()):
-        if o != leo:
+        if o not in targets:
             out.actions.append(Action(QUARANTINE_FILE, str(p), f"corrupt producer snapshot: {why}"))
     for o, (p, _) in sorted(valid.items()):
-        if o > leo:
-            out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot beyond the "
-                                      f"log end offset {leo}"))
-        elif o in replay.distrusted and o != leo:
-            out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot contradicts "
-                                      f"the log: {replay.distrusted[o]}"))
+        why = (f"beyond the log end offset {leo}" if o > leo else
+               f"at or below the log start offset {log_start} (the loader's "
+               "ProducerStateManager.truncateAndReload deletes it)" if o <= log_start else
+               "at no segment's base offset (the loader's removeStraySnapshots deletes it)"
+               if o not in bases and o != leo else
+               f"that contradicts the log: {replay.distrusted[o]}"
+               if o in replay.distrusted and o not in targets else None)
+        if why is not None:
+            out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot {why}"))
     # 6: leader epochs
     # with remote storage on, the broker's loader keeps the log start checkpointed below the
     # local log and truncates the epochs from the start only there: the remote offsets' epochs
     # are what its RemoteLogManager fetches and expires remote segments by
-    epochs_from = log_start_checkpoint if tiered else max(log_start_checkpoint, out.first_base)
-    out.actions.extend(_plan_leader_epochs(part, epochs, leo, min(epochs_from, leo)))
+    out.actions.extend(_plan_leader_epochs(part, epochs, leo, log_start))
     return out
+
+
+def snapshot_offsets(bases: list[int], log_start: int, log_end: int,
+                     recovery_point: int | None = 0) -> list[int]:
+    """Where a broker's load writes producer snapshots (above the log start offset only: it
+    deletes those at or below it, ``ProducerStateManager.truncateAndReload``): at the log end
+    offset, and after a crash at the base offset of every segment holding offsets at or after
+    the recovery point — ``LogLoader.recoverSegment`` recovers those and takes a snapshot at
+    each one's start and end. ``recovery_point`` ``None``: a clean shutdown, no segment is
+    recovered. (A recovery point at the log end: nothing is unflushed, none is written.) The
+    other snapshots a broker keeps are those at segment bases; the rest are strays
+    (``removeStraySnapshots``)."""
+    ends = [*bases[1:], log_end]
+    recovered = [] if recovery_point is None else [
+        b for b, end in zip(bases, ends) if end > recovery_point]
+    return sorted({b for b in recovered if b > log_start}
+                  | ({log_end} if log_end > log_start else set()))
+
+
+def _plan_snapshot_writes(part: PartitionDir, replay, targets: list[int], leo: int
+                          ) -> list[Action]:
+    """A snapshot of the replayed producer state at each of ``targets`` that has no snapshot
+    agreeing with the log."""
+    actions = []
+    for o in targets:
+        if o in replay.trusted:
+            continue
+        where = "the log end offset" if o == leo else f"segment base offset {o}"
+        wrong = (f" (the one there contradicts the log: {replay.distrusted[o]})"
+                 if o in replay.distrusted else "")
+        actions.append(Action(WRITE_FILE, str(part.path / N.segment_file_name(o, N.SNAPSHOT)),
+                              f"producer state at {where} replayed from the batch headers{wrong}",
+                              content=replay.states[o].to_bytes()))
+    return actions
 
 
 def _log_end(seg, end: int) -> int:

@@ -14,8 +14,13 @@ point is completed by the next run, and a second run of a finished one plans not
    segments first: a run killed after the cut must not find them valid and keep them);
 4. rebuild ``.index``/``.timeindex`` where missing, inconsistent or truncated, and ``.txnindex``
    from the ABORT markers (§12.5, :mod:`~kafkalog_spark.recovery.rebuild`);
-5. producer snapshots: write the snapshot at the log end offset (§12.7), then quarantine
-   corrupt ones, ones beyond the new log end and ones that contradict the log;
+5. producer snapshots where a broker's load leaves them (§12.7): write the replayed state,
+   where no snapshot agrees with the log, at the log end offset and — without the
+   clean-shutdown marker — at the base of every segment from the one holding the recovery
+   point on (``LogLoader.recoverSegment`` takes one after each segment it recovers), all above
+   the log start offset; then quarantine corrupt ones and those beyond the new log end, at or
+   below the log start (``truncateAndReload``), at no segment base (``removeStraySnapshots``)
+   or contradicting the log;
 6. ``leader-epoch-checkpoint`` from the batch headers (``assign``, truncated at the log end and
    the log start, §11.2);
 
@@ -157,6 +162,7 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
     tiered = tiered or {}
     execute_plan = scratch is None
     starts = read_offsets(log_dir.path / N.LOG_START_OFFSET_CHECKPOINT)
+    points = read_offsets(log_dir.path / N.RECOVERY_POINT_CHECKPOINT)
     for part in log_dir.special:
         if part.kind == N.DELETE_DIR:
             report.notes.append(f"{part.path}: partition dir queued for deletion; not recovered")
@@ -192,7 +198,9 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
         start = starts.get(tp, 0) if tp is not None else 0
         view, rewrites, damage = _rewrite_segments(view, log_dir, q, step, salvage, scratch)
         remote = tiered.get(part.path) if part.kind is None else None
-        outcome = plan_partition(view, log_start_checkpoint=start, tiered=remote is not None)
+        outcome = plan_partition(view, log_start_checkpoint=start, tiered=remote is not None,
+                                 recovery_point=None if log_dir.clean_shutdown
+                                 else points.get(tp, 0) if tp is not None else 0)
         outcome.damage = damage
         if remote is not None:
             report.notes.append(tiered_note(remote, outcome))

@@ -7,21 +7,27 @@ Planning, per partition, in Kafka's order — each pass deletes a prefix of what
                           diff = size - retention.bytes; S deletable while diff - S.size >= 0
     retentionMsBreach     (policy has delete, retention.ms >= 0) now - S.largestTimestamp > ms
     common guards         high watermark >= S's upper bound (next base offset, or the LEO);
-                          never the active (last) segment, so never an empty log; stop at the
-                          first segment that is not deletable
+                          never an empty last segment; stop at the first segment that is not
+                          deletable. When a pass takes every segment, the active one too,
+                          Kafka first rolls an empty segment at the LEO (roll.py): the log
+                          starts there
 
 A pure ``compact`` policy runs only the first pass. Execution, under the log dir's ``.lock``::
 
     1  log-start-offset-checkpoint := first surviving segment's base, for every partition of
        the log dir in one atomic write — so a crash after this point never re-exposes data
        that is about to go
-    2  leader-epoch-checkpoint truncated from the start (``truncateFromStart``)
+    2  leader-epoch-checkpoint truncated from the start (``truncateFromStart``); the empty
+       segment rolled at the LEO, when every segment goes
     3  rename every file of each deleted segment (``.log`` last) and its producer snapshot to
        ``<name>.deleted``
     4  remove the ``.deleted`` files now (``delete_delay_ms == 0``) or leave them for a later
        run, which removes those renamed more than ``file.delete.delay.ms`` ago
+    5  log-start-offset-checkpoint without the entries of step 1 that now equal their
+       partition's first segment's base: Kafka checkpoints a log start only above it
+       (``LogManager.checkpointLogStartOffsetsInDir``); a crash before this leaves them, which
+       says the same
 
-Unlike a broker, the active segment is never deleted (a broker would first roll an empty one).
 A tiered partition (tiered storage: :mod:`kafkalog_spark.log.tiered_topics`) is refused, plan
 and run alike: its broker owns its retention across both tiers.
 """
@@ -48,6 +54,7 @@ from ..log.topic_config import TopicConfig, configured_partitions
 from ..storage import storage_for
 from ..storage.atomic import disk_errors, read_checkpoint_file, write_checkpoint_file
 from ..storage.lock import ensure_not_locked, hold_lock
+from .roll import roll_empty_segment
 
 Step = Callable[[str], None]
 TIERED_WHY = ("with tiered storage the broker owns the log start offset and deletes a local "
@@ -77,11 +84,14 @@ class PartitionRetention:
     log_start_offset: int
     new_log_start_offset: int
     notes: tuple[str, ...] = ()
+    rolled_at: int | None = None  # every segment goes: the empty segment rolled at the LEO
+    first_kept_base: int | None = None  # the first segment left (rolled_at when rolled)
 
     def to_dict(self) -> dict[str, Any]:
         return {"partition": f"{self.topic}-{self.partition}", "path": str(self.path),
                 "log_start_offset": self.log_start_offset,
                 "new_log_start_offset": self.new_log_start_offset,
+                "rolled_segment": self.rolled_at,
                 "deleted_segments": [{"base_offset": d.base_offset, "bytes": d.size,
                                       "reason": d.reason} for d in self.deletions],
                 "notes": list(self.notes)}
@@ -89,11 +99,14 @@ class PartitionRetention:
 
 def _deletable_prefix(segs: Sequence[SegmentState], state: PartitionState,
                       predicate: Callable[[SegmentState, SegmentState | None], bool]) -> int:
-    """How many leading segments ``deletableSegments`` returns (active segment excluded)."""
+    """How many leading segments ``deletableSegments`` returns: the active (last) one too when
+    the high watermark reaches the log end, unless it is empty."""
     n = 0
-    for i, s in enumerate(segs[:-1]):  # the last segment is the active one: never deleted
-        nxt = segs[i + 1]
-        if state.high_watermark < nxt.base_offset or not predicate(s, nxt):
+    for i, s in enumerate(segs):
+        nxt = segs[i + 1] if i + 1 < len(segs) else None
+        upper = state.log_end_offset if nxt is None else nxt.base_offset
+        if ((nxt is None and s.size == 0) or state.high_watermark < upper
+                or not predicate(s, nxt)):
             break
         n += 1
     return n
@@ -110,8 +123,12 @@ def plan_partition(state: PartitionState, config: TopicConfig, now_ms: int) -> P
                      "log dir no broker will load again, --high-watermark log-end takes the "
                      "log end instead)")
 
+    rolled: list[int] = []
+
     def take(n: int, reason: str) -> None:
         deletions.extend(Deletion(s.base_offset, s.size, reason) for s in segs[:n])
+        if n and n == len(segs):  # a log keeps a segment: Kafka rolls one at the LEO first
+            rolled.append(state.log_end_offset)
         del segs[:n]
 
     start = state.log_start_offset
@@ -134,21 +151,24 @@ def plan_partition(state: PartitionState, config: TopicConfig, now_ms: int) -> P
             take(_deletable_prefix(segs, state,
                                    lambda s, nxt: now_ms - s.largest_timestamp > config.retention_ms),
                  f"older than retention.ms {config.retention_ms}")
-    new_start = max(start, segs[0].base_offset) if segs else start
+    first_kept = rolled[0] if rolled else segs[0].base_offset if segs else None
+    new_start = start if first_kept is None else max(start, first_kept)
     if not deletions and state.high_watermark_known:
         notes.append(_why_nothing_deleted(state, config, now_ms))
     return PartitionRetention(state.topic, state.partition, state.path, state.log_dir,
-                              tuple(deletions), start, new_start, tuple(notes))
+                              tuple(deletions), start, new_start, tuple(notes),
+                              rolled[0] if rolled else None, first_kept)
 
 
 def _why_nothing_deleted(state: PartitionState, config: TopicConfig, now_ms: int) -> str:
     """Why :func:`plan_partition` deletes no segment of a partition (its report says so)."""
     segs = state.segments
-    if len(segs) < 2:
-        return "nothing to delete: only the active segment, which is never deleted"
-    if state.high_watermark < segs[1].base_offset:
+    if len(segs) == 1 and segs[0].size == 0:
+        return "nothing to delete: only an empty active segment, which is never deleted"
+    end = segs[1].base_offset if len(segs) > 1 else state.log_end_offset
+    if state.high_watermark < end:
         return (f"nothing to delete: the high watermark {state.high_watermark} is below the end "
-                f"of the oldest segment ({segs[1].base_offset})")
+                f"of the oldest segment ({end})")
     if not config.delete:
         return ("nothing to delete: cleanup.policy has no delete, so only segments below the "
                 "log start offset go")
@@ -254,10 +274,28 @@ def advance_log_start(log_dir: Path, plans: Sequence[PartitionRetention],
         write_checkpoint_file(path, C.format_offset_checkpoint(offsets))
 
 
+def drop_first_base_entries(log_dir: Path, plans: Sequence[PartitionRetention],
+                            step: Step | None = None) -> None:
+    """Step 5 for one log dir, once its partitions' segments are gone: the
+    ``log-start-offset-checkpoint`` entries of the changed partitions that equal their first
+    segment's base offset go (``LogManager.checkpointLogStartOffsetsInDir`` writes an entry
+    only for a log start above it; the loader takes the first base without one)."""
+    path = log_dir / N.LOG_START_OFFSET_CHECKPOINT
+    offsets = read_checkpoint_file(path, C.parse_offset_checkpoint)
+    tps = [(p.topic, p.partition, p.first_kept_base) for p in plans if p.deletions]
+    gone = [(t, n) for t, n, first in tps if offsets.get((t, n), -1) == first]
+    if gone:
+        for tp in gone:
+            del offsets[tp]
+        _say(step, f"write {N.LOG_START_OFFSET_CHECKPOINT}")
+        write_checkpoint_file(path, C.format_offset_checkpoint(offsets))
+
+
 def execute_partition(plan: PartitionRetention, *, delete_delay_ms: int = 0,
                       step: Step | None = None) -> None:
     """Carry out one partition's plan, steps 2-4 (module docstring): step 1 for its log dir
-    (:func:`advance_log_start`) must have been done; the caller holds the lock."""
+    (:func:`advance_log_start`) must have been done, step 5 follows
+    (:func:`drop_first_base_entries`); the caller holds the lock."""
     if not plan.deletions:
         return
     epochs_path = plan.path / N.LEADER_EPOCH_CHECKPOINT
@@ -268,6 +306,9 @@ def execute_partition(plan: PartitionRetention, *, delete_delay_ms: int = 0,
         if trimmed != epochs:
             _say(step, f"write {N.LEADER_EPOCH_CHECKPOINT}")
             write_checkpoint_file(epochs_path, C.format_leader_epoch_checkpoint(trimmed))
+    if plan.rolled_at is not None:
+        (part,) = discover(plan.path).partitions
+        roll_empty_segment(part, plan.rolled_at, step)
     renamed = []
     # a file gone since planning is skipped, as Kafka's deleteIfExists does; other disk errors
     # are typed and name the file (recover completes the .deleted renames)
@@ -361,4 +402,5 @@ def retain(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], 
                 if delete_delay_ms:
                     result.removed_deleted_files += remove_expired_deleted_files(
                         plan.path, result.now_ms, delete_delay_ms, step)
+            drop_first_base_entries(d, mine, step)
     return result

@@ -52,34 +52,9 @@ CASES = [
 ]
 RECORDS_PER_ROUND = 40
 
-ACTIVE_ROLL = (
-    "every segment past retention.ms, the active one too: Kafka's deletableSegments takes the "
-    "active segment as well (its upper bound is the log end, which the high watermark reaches) "
-    "and deleteSegments first rolls a new empty segment at the log end (UnifiedLog.roll), so "
-    "ret-ms-all-0 keeps only 00000000000000000200.{log,index,timeindex,snapshot} with log start "
-    "200; retain never deletes the active segment (kafkalog_spark/retention/retain.py: "
-    "_deletable_prefix, segs[:-1]) and keeps segment 160, log start 160")
-CHECKPOINT_ENTRY = (
-    "log-start-offset-checkpoint: Kafka (LogManager.checkpointLogStartOffsetsInDir) writes a "
-    "partition's entry only when its log start offset is above its first segment's base "
-    "offset - after segments are deleted by retention.bytes/ms the first kept segment starts "
-    "at the log start, so the broker has no entry; retain leaves an entry equal to that base "
-    "(kafkalog_spark/retention/retain.py: advance_log_start, written before the deletions)")
-INFO_START = (
-    "kafkalog info reports a partition's first segment's base offset as its start_offset "
-    "(kafkalog_spark/cli/info.py, the partition summary: segs[0]['base_offset']), not the log "
-    "start offset Kafka's loader takes (the larger of it and log-start-offset-checkpoint's "
-    "entry): after DeleteRecords at 127 inside segment 120 it says 120, the broker 127")
-
-XFAILS = {
-    ("segments", "ret-ms-all"): ACTIVE_ROLL,
-    ("log-start", "ret-ms-all"): ACTIVE_ROLL,
-    ("files", "ret-ms-all"): ACTIVE_ROLL,
-    ("checkpoint", "ret-ms-all"): ACTIVE_ROLL + "; and " + CHECKPOINT_ENTRY,
-    ("checkpoint", "ret-bytes"): CHECKPOINT_ENTRY,
-    ("checkpoint", "ret-ms"): CHECKPOINT_ENTRY,
-    ("checkpoint", "ret-ms-mixed"): CHECKPOINT_ENTRY,
-}
+# (test, topic) -> why Kafka and we differ: strict xfails; none is left (the differences found
+# and fixed: docs/kafka-oracle.md, R1-R3)
+XFAILS: dict[tuple[str, str], str] = {}
 
 
 def cases(test: str) -> list:
@@ -190,7 +165,6 @@ def test_retain_moves_the_log_start_where_the_broker_does(retained, case):
     assert log_offsets_of(retained.ours, tp)[0] == retained.broker_log_starts[case.topic]
 
 
-@pytest.mark.xfail(strict=True, reason=INFO_START)
 def test_info_says_the_log_start_offset(retained):
     tp = ("ret-delete-records", 0)
     assert offsets(retained.ours)[tp][0] == retained.broker_log_starts[tp[0]]
