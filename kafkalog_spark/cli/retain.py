@@ -26,7 +26,8 @@ def command(log_dirs: tuple[str, ...], execute: bool, now_ms: int | None,
             configs: tuple[str, ...], config_file: str | None, topics: tuple[str, ...],
             high_watermark: str, delete_delay_ms: int, as_json: bool) -> None:
     """Delete segments below the log start offset, beyond retention.bytes or older than
-    retention.ms (never above the high watermark, never the active segment), updating
+    retention.ms (never above the high watermark; when every segment goes, the active one
+    too, an empty segment is first rolled at the log end, as a broker does), updating
     log-start-offset-checkpoint first. Refuses a log dir a broker holds.
 
     The high watermark comes from replication-offset-checkpoint; a partition missing from it
