@@ -169,6 +169,9 @@ def render_retention(result: RetentionResult) -> str:
         if p.deletions:
             lines.append(f"{p.topic}-{p.partition}: log start offset {p.log_start_offset} -> "
                          f"{p.new_log_start_offset}")
+            if p.rolled_at is not None:
+                lines.append(f"  {'rolled' if result.executed else 'would roll'} an empty "
+                             f"segment at the log end offset {p.rolled_at} (every segment goes)")
             lines.extend(f"  {verb} segment {d.base_offset} ({d.size} bytes): {d.reason}"
                          for d in p.deletions)
     m = result.metrics

@@ -135,6 +135,35 @@ def test_clean_dir_needs_nothing(log_dir: Path) -> None:
     assert not log_dir.with_name("logs.kafkalog-quarantine").exists()
 
 
+def test_producer_snapshots_where_a_brokers_load_leaves_them(log_dir: Path) -> None:
+    """After a crash the loader recovers every segment from the one holding the recovery point
+    and leaves a snapshot at each one's base and at the log end; it deletes those at or below
+    the log start and those at no segment base (found against a real 4.1 broker:
+    tests/oracle/test_loader_oracle.py)."""
+    pdir = log_dir / "orders-0"
+    bases = [int(s.name[:20]) for s in segments(log_dir)]
+    end = next(pdir.glob("*.snapshot"))
+    state = end.read_bytes()
+    (pdir / N.segment_file_name(0, N.SNAPSHOT)).write_bytes(state)  # at the log start
+    (pdir / N.segment_file_name(bases[1] + 1, N.SNAPSHOT)).write_bytes(state)  # a stray
+    points = log_dir / N.RECOVERY_POINT_CHECKPOINT
+    points.write_text(C.format_offset_checkpoint({("orders", 0): bases[2] + 1}))
+    (log_dir / N.CLEAN_SHUTDOWN_FILE).write_text("")  # a clean shutdown: no segment recovered
+    recover(log_dir, execute_plan=True)
+    assert sorted(pdir.glob("*.snapshot")) == [end]
+    (log_dir / N.CLEAN_SHUTDOWN_FILE).unlink()  # a crash: segments from bases[2] on recovered
+    recover(log_dir, execute_plan=True)
+    assert sorted(int(p.name[:20]) for p in pdir.glob("*.snapshot")) == [*bases[2:], 1200]
+    points.write_text(C.format_offset_checkpoint({("orders", 0): 0}))
+    report = recover(log_dir, execute_plan=True)
+    assert sorted(int(p.name[:20]) for p in pdir.glob("*.snapshot")) == [*bases[1:], 1200]
+    assert {a.kind for a in report.actions} == {"write-file"}  # only the snapshots
+    assert verify(log_dir).ok and not verify(log_dir).problems
+    assert not recover(log_dir, execute_plan=True).changed
+    names = {Path(e["file"]).name for e in quarantined(log_dir)}
+    assert names == {N.segment_file_name(0, N.SNAPSHOT), N.segment_file_name(bases[1] + 1, N.SNAPSHOT)}
+
+
 def test_indexes_and_checkpoints_repaired(log_dir: Path) -> None:
     segs = segments(log_dir)
     good_index = segs[0].with_suffix(".index").read_bytes()

@@ -59,6 +59,14 @@ def test_retention_ms_deletes_old_prefix_and_rolls_when_all_expired(tmp_path):
     assert [d.base_offset for d in plan.deletions] == segs
     assert plan.rolled_at == plan.new_log_start_offset == plan.first_kept_base == 60
     assert plan.to_dict()["rolled_segment"] == 60
+    from click.testing import CliRunner
+
+    from kafkalog_spark.cli import cli
+
+    dry = CliRunner().invoke(cli, ["retain", str(log_dir), "--now", str(now + 1000 * HOUR),
+                                   "--config", "retention.ms=1"])
+    assert dry.exit_code == 1 and "would roll an empty segment at the log end offset 60" in \
+        dry.output
 
 
 def test_every_segment_expired_leaves_an_empty_segment_at_the_log_end(tmp_path):
