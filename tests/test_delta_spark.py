@@ -6,10 +6,6 @@ killed mid-task, rerun: every record once); the tables read back equal by
 either writer continuing the other's; ``restore`` and ``erase --table`` on tables delta-spark
 wrote, deletion vectors off and on; what the session helper gives a Delta user.
 
-Tests marked ``xfail(strict=True)`` state behaviour the package does not have yet (issue 31;
-the changes are listed in the notes of the issue): each turns into a failure the day it
-passes, so the mark is removed with the change.
-
 The session with the jars runs in a process of its own (a JVM takes its driver-side jars at
 start; the suite's shared ``spark`` session has none): ``JarSpark.run(fn, ...)`` calls the
 module-level functions ``_…(spark, ...)`` below there.
@@ -269,26 +265,20 @@ def test_auto_writer_continues_a_table_with_deletion_vectors(delta_spark, tmp_pa
 
 # --- restore and erase on tables delta-spark wrote ----------------------------------------------
 
-DV_UNREADABLE = ("issue 31: delta-rs 1.6 refuses tables with the deletionVectors reader "
-                 "feature; restore/erase need delta-spark (or a delta-rs that reads them)")
-DV_PARAMS = [pytest.param(False, id="dv-off"),
-             pytest.param(True, id="dv-on", marks=pytest.mark.xfail(strict=True,
-                                                                    reason=DV_UNREADABLE))]
-
-
 def kafkalog(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "kafkalog_spark.cli", *args],
                           capture_output=True, text=True, timeout=600,
                           env=submit_env(env), cwd=REPO)
 
 
-@pytest.mark.parametrize("dv", DV_PARAMS)
+@pytest.mark.parametrize("dv", [False, True], ids=["dv-off", "dv-on"])
 def test_restore_a_table_delta_spark_wrote(delta_spark, tmp_path, dv):
-    """The table (with a row deleted by delta-spark: a deletion vector when they are on)
-    restores into a log dir holding exactly the table's rows."""
+    """The table (partitioned by Kafka partition, with a row deleted by delta-spark: a
+    deletion vector when they are on) restores into a log dir holding exactly the table's
+    rows."""
     logs, dest = make_logs(tmp_path), tmp_path / "delta"
     delta_spark.run(_migrate_dv, logs, dest, dv, writer="delta-spark", topics=["orders"],
-                    include_control=True)
+                    include_control=True, partition_by=["partition"])
     table = dest / "orders"
     delta_spark.run(_sql, f"DELETE FROM delta.`{table}` WHERE key = X'6b31'")  # k1
     if dv:
@@ -300,7 +290,6 @@ def test_restore_a_table_delta_spark_wrote(delta_spark, tmp_path, dv):
     assert log_rows(tmp_path / "restored") == want and len(want) == 599
 
 
-@pytest.mark.xfail(strict=True, reason=DV_UNREADABLE)
 def test_restore_a_delta_rs_table_after_delta_spark_deleted_with_deletion_vectors(
         delta_spark, tmp_path):
     """A table the delta-rs writer made (a migrate table by every test), then deletion vectors
@@ -345,15 +334,29 @@ def test_a_table_recording_kafkalog_transactions_is_a_migrate_table(delta_spark,
             migrate_tables(tmp_path / name, needed, "erase")
 
 
-@pytest.mark.parametrize("dv", DV_PARAMS)
+@pytest.mark.parametrize("dv", [False, True], ids=["dv-off", "dv-on"])
 def test_erase_table_on_a_table_delta_spark_wrote(delta_spark, tmp_path, dv):
+    """Deletion vectors off: the local erase (delta-rs) does it. On: delta-rs cannot write the
+    table, so without Spark and the Delta jars the run is refused in one line (exit 2) before
+    anything changes; with ``--spark`` and the jars delta-spark deletes the rows."""
     logs, dest = make_logs(tmp_path), tmp_path / "delta"
     delta_spark.run(_migrate_dv, logs, dest, dv, writer="delta-spark", topics=["orders"])
     keys = tmp_path / "keys"
     keys.write_text("k2\nk3\n")
-    done = kafkalog("erase", str(logs), "--topic", "orders", "--keys", str(keys), "--table",
-                    str(dest), "--execute", "--json")
-    assert done.returncode == 0, done.stderr
+    args = ["erase", str(logs), "--topic", "orders", "--keys", str(keys), "--table", str(dest),
+            "--execute", "--json"]
+    env = None
+    if dv:
+        before = log_rows(logs, topics=["orders"])
+        refused = kafkalog(*args)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr, refused.stderr
+        assert "deletionVectors" in refused.stderr and "--spark" in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert log_rows(logs, topics=["orders"]) == before and len(before) == 600
+        args += ["--spark", "--master", "local[2]"]
+        env = {"PYSPARK_SUBMIT_ARGS": f"--jars {','.join(delta_jars())} pyspark-shell"}
+    done = kafkalog(*args, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
     rows = delta_spark.run(_spark_rows, dest / "orders")
     assert [r for r in rows if r["key"] in (b"k2", b"k3")] == []
     assert rows == log_rows(logs, topics=["orders"]) and len(rows) == 598

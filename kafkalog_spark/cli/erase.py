@@ -45,12 +45,17 @@ from .options import PathOrURI, refuse_remote_tier
               help="Only plan: the default (accepted for scripts written before --execute).")
 @click.option("--check", is_flag=True,
               help="Only report what is left: exit 1 if any matching record or row is.")
+@click.option("--spark", "use_spark", is_flag=True,
+              help="Run Spark tasks; with the Delta jars on the classpath, tables delta-rs "
+                   "cannot write (deletion vectors) are changed through delta-spark.")
+@click.option("--master", default=None, help="Spark master for --spark (default local[*]).")
 @click.option("--report", "report_file", type=click.Path(dir_okay=False),
               help="Also write the audit report (JSON) to this file.")
 @click.option("--json", "as_json", is_flag=True, help="Print the audit report as JSON.")
 def command(log_dirs: tuple[str, ...], topic: str, keys_file: str | None, where: str | None,
             keys_encoding: str, max_keys: int, tables: tuple[str, ...], execute: bool,
-            dry_run: bool, check: bool, report_file: str | None, as_json: bool) -> None:
+            dry_run: bool, check: bool, use_spark: bool, master: str | None,
+            report_file: str | None, as_json: bool) -> None:
     """Erase every record of TOPIC whose key is in the --keys file (or that --where selects)
     from the log dirs: affected segments are rewritten without those records (other offsets,
     batches and producer state kept) through the crash-safe .cleaned/.swap replacement;
@@ -63,8 +68,13 @@ def command(log_dirs: tuple[str, ...], topic: str, keys_file: str | None, where:
     if execute and (dry_run or check):
         raise click.UsageError("--execute erases; --dry-run and --check only look: give one")
     keys = read_keys(keys_file, keys_encoding) if keys_file is not None else None
+    spark = None
+    if use_spark:
+        from ..spark import session
+
+        spark = session(master, app_name="kafkalog-erase")
     report = erase_everywhere(log_dirs, topic, Selection(keys, where, max_keys), tables,
-                              execute_plan=execute, report_file=report_file)
+                              execute_plan=execute, report_file=report_file, spark=spark)
     click.echo(json.dumps(report, indent=2) if as_json else render_erase(report, check))
     if not execute and anything_left(report):
         sys.exit(1)

@@ -1,6 +1,8 @@
 """Table features (Delta layer): which parts of a Delta table's protocol the ``deltalake``
-package (delta-rs) cannot write or read, so that ``migrate`` picks delta-spark for such a table
-and ``restore`` / ``erase --table`` read it through Spark, or say in one line why they cannot.
+package (delta-rs) cannot write or read, and the one-line refusal that says so.
+
+``migrate`` and ``erase --table`` write such a table with delta-spark; ``restore`` and
+``erase`` read one with deletion vectors themselves (:mod:`.scan`).
 
 What delta-rs supports is taken from ``deltalake`` itself (``SUPPORTED_WRITER_FEATURES``,
 ``SUPPORTED_READER_FEATURES``, the reader and writer versions its pyarrow path refuses), so the
@@ -40,10 +42,10 @@ def unreadable(path: Path) -> list[str]:
     return sorted(set(protocol.reader_features or ()) - SUPPORTED_READER_FEATURES)
 
 
-def needs_delta_spark(path: Path, features: list[str], what: str) -> str:
-    """The one-line reason ``what`` needs delta-spark for the table at ``path``."""
+def refusal(path: Path, features: list[str], what: str, remedy: str) -> str:
+    """The one-line reason delta-rs cannot ``what`` the table at ``path``, with ``remedy`` and
+    how to drop the features in Spark."""
     drop = "; ".join(DROP_HINT.format(path=path, feature=f) for f in features
                      if not f.startswith("min"))
     return (f"{path}: the table has {', '.join(features)}, which delta-rs (deltalake) cannot "
-            f"{what}: run with a Spark session that has the Delta jars (docs/delta.md)"
-            + (f", or drop the feature in Spark: {drop}" if drop else ""))
+            f"{what}: {remedy}" + (f"; or drop the feature in Spark: {drop}" if drop else ""))

@@ -281,14 +281,16 @@ class _Writers:
         """The writer of the table at ``path``; refuses delta-rs for a table it cannot write."""
         if self.asked == "delta-spark":
             return "delta-spark"
-        from .features import needs_delta_spark, unwritable
+        from .features import refusal, unwritable
 
         features = unwritable(path) if table_exists(path) else []
         if not features:
             return "delta-rs"
         if self.asked == "auto" and self.jars:
             return "delta-spark"
-        raise InvalidOptionError(needs_delta_spark(path, features, "write"))
+        raise InvalidOptionError(refusal(path, features, "write", "migrate it with writer "
+                                         "auto or delta-spark on a Spark session with the "
+                                         "Delta jars (docs/delta.md)"))
 
     def used(self, tables: list[dict]) -> str:
         """The run's writer: the one its tables used (both, joined by ``+``, when they

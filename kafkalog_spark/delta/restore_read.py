@@ -21,16 +21,14 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as pads
 
-from .commit import delta_table
+from .scan import SCAN_ROWS, table_schema
+from .scan import scan as scan_rows
 
 Tp = tuple[str, int]
 NEEDED = ("topic", "partition", "offset", "key", "value", "timestamp", "timestampType",
           "headers", "leaderEpoch", "producerId", "producerEpoch", "sequence", "isTransactional",
           "isControl", "batchBaseOffset", "batchLastOffset", "magic", "compression")
-SCAN_ROWS = 1 << 16
-"""Rows decoded from the table at a time."""
 WINDOW_ROWS = 1 << 18
 """Rows read at a time per partition by :func:`windows` (about: windows are offset ranges)."""
 _SURVEY = ["topic", "partition", "offset", "isTransactional", "isControl"]
@@ -52,16 +50,9 @@ class Survey:
 
 def scan(table: Path, columns: Sequence[str], where: pc.Expression | None = None
          ) -> Iterator[pa.RecordBatch]:
-    """The table's rows, file after file in the table's order, :data:`SCAN_ROWS` at a time:
-    one thread, no read-ahead and no pre-buffering of whole row groups. Only integer columns
-    may be pushed down in ``where`` (delta-rs 1.x prunes every file for a string equality,
-    the tables migrate writes recording no string statistics)."""
-    ds = delta_table(table).to_pyarrow_dataset()
-    options = pads.ParquetFragmentScanOptions(pre_buffer=False)
-    scanner = ds.scanner(columns=list(columns), filter=where, batch_size=SCAN_ROWS,
-                         use_threads=False, fragment_readahead=1, batch_readahead=1,
-                         fragment_scan_options=options)
-    yield from scanner.to_batches()
+    """The table's rows, file after file in the table's order, :data:`SCAN_ROWS` at a time
+    (:func:`.scan.scan`: deletion vectors applied; ``where`` on integer columns only)."""
+    return scan_rows(table, columns, where, SCAN_ROWS)
 
 
 def groups(batch: pa.RecordBatch) -> Iterator[tuple[Tp, np.ndarray]]:
@@ -158,7 +149,7 @@ def select(table: Path, tp: Tp, columns: list[str], where: pc.Expression | None 
         cond = cond & where
     found = [b.filter(pc.equal(b.column("topic"), tp[0]))
              for b in scan(table, list(dict.fromkeys([*columns, "topic"])), cond)]
-    schema = delta_table(table).to_pyarrow_dataset().schema
+    schema = table_schema(table)
     rows = pa.Table.from_batches(found) if found else pa.Table.from_batches(
         [], pa.schema([schema.field(c) for c in dict.fromkeys([*columns, "topic"])]))
     return rows.select(columns)
