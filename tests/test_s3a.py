@@ -4,8 +4,6 @@ and the S3A settings a Spark user writes (``spark.hadoop.fs.s3a.*``), on a real 
 (SeaweedFS, ``tests/s3.py``): ``format("kafkalog")`` reads and writes ``s3a://`` paths, Delta
 tables written by delta-spark land on the server, and Spark's S3A, the package's pyarrow.fs
 path and delta-rs agree on what is in the bucket, under both spellings ``s3://`` and ``s3a://``.
-
-Tests marked ``xfail(strict=True)`` state behaviour the package does not have yet (issue 31).
 """
 
 from __future__ import annotations
@@ -187,9 +185,6 @@ def test_migrate_delta_rs_writer_to_s3a_reads_back_in_delta_spark(s3a_spark, s3,
         assert delta_rs_rows(f"s3://{BUCKET}/lake-rs/{topic}", s3) == want
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: the delta-spark writer's tasks check the "
-                   "destination with pyarrow.fs without its store options "
-                   "(spark_job._MigrationReader: require_visible on 's3a://…' goes to AWS)")
 def test_migrate_delta_spark_writer_to_s3a(s3a_spark, s3, logs):
     local, prefix = logs
     dest = f"s3a://{BUCKET}/lake-spark"
@@ -201,9 +196,6 @@ def test_migrate_delta_spark_writer_to_s3a(s3a_spark, s3, logs):
     assert delta_rs_rows(f"s3://{BUCKET}/lake-spark/orders", s3) == want
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: Hadoop has no FileSystem for s3:// (only "
-                   "s3a://); the delta-spark writer should save an s3:// destination as s3a://, "
-                   "as the rest of the package treats the two spellings as one store")
 def test_migrate_delta_spark_writer_takes_the_s3_spelling(s3a_spark, s3, logs):
     local, prefix = logs
     m = s3a_spark.run(_migrate_with_session_options, f"s3://{prefix}",
@@ -213,8 +205,6 @@ def test_migrate_delta_spark_writer_takes_the_s3_spelling(s3a_spark, s3, logs):
                                                                          topics=["users"])
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: migrate(spark=...) does not take the "
-                   "session's spark.hadoop.fs.s3a.* settings as store options (the job does)")
 def test_migrate_takes_the_sessions_s3a_settings(s3a_spark, s3, logs):
     local, prefix = logs
     m = s3a_spark.run(_migrate, f"s3a://{prefix}", f"s3a://{BUCKET}/lake-session",

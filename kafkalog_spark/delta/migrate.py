@@ -62,7 +62,9 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
     storage_options : mapping, optional
         For ``s3://``, ``gs://``, ``abfss://`` paths: endpoint, region, credentials (the names
         delta-rs takes, :mod:`kafkalog_spark.storage.options`), for the destination and,
-        unless ``source_storage_options`` are given, for the sources.
+        unless ``source_storage_options`` are given, for the sources. Default with ``spark``:
+        the session's ``spark.hadoop.fs.s3a.*`` settings
+        (:func:`~kafkalog_spark.spark.session_storage_options`).
     source_storage_options : mapping, optional
         The sources' store options when they differ from the destination's.
     options : MigrateOptions, optional
@@ -92,6 +94,10 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
     opts = options if options is not None else parse_migrate_options(kwargs)
     if options is not None and kwargs:
         raise InvalidOptionError("give either options= or option keywords, not both")
+    if storage_options is None and spark is not None:  # as a Spark user configured the store
+        from ..spark import session_storage_options
+
+        storage_options = session_storage_options(spark) or None
     srcs = user_paths(sources, storage_options if source_storage_options is None
                       else source_storage_options)
     engine = _engine(opts, spark)

@@ -113,9 +113,23 @@ def _dataframe(spark: "SparkSession", plan: TablePlan, read_options: dict[str, s
     spark.dataSource.register(MigrationRows)
     encoded = base64.b64encode(plan.schema.serialize().to_pybytes()).decode()
     # as many tasks as cores: a table of small segments then costs a few tasks, not 16
-    read_options = {"minPartitions": str(spark.sparkContext.defaultParallelism), **read_options}
-    return (spark.read.format(MigrationRows.name()).options(**read_options)
-            .option(SCHEMA_OPTION, encoded).option(DEST_OPTION, str(plan.path)).load())
+    read_options = {"minPartitions": str(spark.sparkContext.defaultParallelism), **read_options,
+                    SCHEMA_OPTION: encoded}
+    if not isinstance(plan.path, ObjectPath):  # a folder every executor must see; an object
+        read_options[DEST_OPTION] = str(plan.path)  # store is Spark's Hadoop file system's
+    return spark.read.format(MigrationRows.name()).options(**read_options).load()
+
+
+HADOOP_SCHEMES = {"s3": "s3a", "gcs": "gs", "az": "abfss"}
+"""The scheme Spark's Hadoop file systems take for an object-store URI written another way
+(Hadoop has no FileSystem for ``s3://``; the package reads ``s3://`` and ``s3a://`` alike)."""
+
+
+def hadoop_uri(path: Path | ObjectPath) -> str:
+    """``path`` as Spark's writers take it."""
+    if not isinstance(path, ObjectPath) or path.scheme not in HADOOP_SCHEMES:
+        return str(path)
+    return HADOOP_SCHEMES[path.scheme] + str(path)[len(path.scheme):]
 
 
 @dataclass(frozen=True)
@@ -267,5 +281,5 @@ def write_delta_spark(spark: "SparkSession", plan: TablePlan, read_options: dict
             writer = writer.partitionBy(*opts.partition_by)
         step("before-commit")
         with task_errors():
-            writer.save(str(plan.path))
+            writer.save(hadoop_uri(plan.path))
         step("committed")
