@@ -4,7 +4,8 @@ The hot loops are ``@njit(cache=True)`` kernels: the first process that calls on
 (seconds) and stores the machine code in numba's cache (``__pycache__`` next to the sources,
 or ``$NUMBA_CACHE_DIR``); later processes load it in milliseconds. Without a warm-up a
 newcomer's first ``kafkalog verify`` pays every compile (about 3 s more than a warm call on
-the development machine). ``./dev`` runs this once after installing::
+the development machine). ``./dev test`` runs this once after installing, ``./dev example``
+once after the example's last line (the example compiles the few kernels it calls itself)::
 
     python -m kafkalog_spark.warmup
 
