@@ -3,6 +3,8 @@ splits, isolation levels and corruption, through schema()/partitions()/read().""
 
 from __future__ import annotations
 
+import json
+
 import hashlib
 import pickle
 from pathlib import Path
@@ -72,6 +74,16 @@ def read(options: dict, filters=()) -> tuple[pa.Table, list]:
     for b in batches:
         assert b.schema.equals(schema)  # Spark's own check on returned batches
     return pa.Table.from_batches(batches, schema=schema), rest
+
+
+def as_source(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    """read_log's rows as the source hands them to Spark (``schema``: every field declared
+    nullable): a record without headers has headers null, as Spark's Kafka source gives."""
+    if "headers" in t.schema.names:
+        i = t.schema.get_field_index("headers")
+        t = t.set_column(i, "headers", pa.array([h or None for h in t["headers"].to_pylist()],
+                                                t.schema.field(i).type))
+    return t.cast(schema)
 
 
 def sort(t: pa.Table) -> pa.Table:
@@ -169,13 +181,42 @@ def test_paths_comma_separated_and_glob(log_dir):
 
 @pytest.mark.parametrize("headers,metadata", [(False, False), (True, False), (True, True)])
 def test_schema_is_record_schema(log_dir, headers, metadata):
+    """record_schema's names and types, every field (nested ones and elements too) declared
+    nullable, as Spark's Kafka source declares its columns."""
     source = KafkaLogDataSource({"path": str(log_dir), "includeHeaders": str(headers),
                                  "includeMetadata": str(metadata)})
-    assert source.schema() == spark_schema(headers, metadata)
-    assert to_arrow_schema(source.schema(), timezone="UTC").equals(
-        record_schema(headers, metadata))
+    declared = source.schema()
+    assert declared.simpleString() == spark_schema(headers, metadata).simpleString()
+    assert '"nullable": false' not in json.dumps(declared.jsonValue())
+    assert '"containsNull": false' not in json.dumps(declared.jsonValue())
+    arrow = record_schema(headers, metadata)
+    assert to_arrow_schema(declared, timezone="UTC").names == arrow.names
+    assert not all(f.nullable for f in arrow)  # the data's nullability is record_schema's
     assert source.schema().fieldNames()[:7] == ["key", "value", "topic", "partition", "offset",
                                                 "timestamp", "timestampType"]
+
+
+def test_kafka_source_options_are_ignored_with_a_warning(log_dir, caplog):
+    """The options of Spark's Kafka source that mean nothing for files are accepted, named
+    once in a warning, and change nothing; kafka.isolation.level is honoured; a typo still
+    fails; the docs list every ignored name."""
+    from kafkalog_spark.datasource import kafka_source
+
+    plain, _ = read({"path": str(log_dir), "includeHeaders": "true"})
+    kafka = {"kafka.bootstrap.servers": "broker:9092", "failOnDataLoss": "false",
+             "kafka.security.protocol": "SSL", "maxOffsetsPerTrigger": "10"}
+    kafka_source._logged.clear()
+    with caplog.at_level("WARNING", logger="kafkalog_spark.datasource"):
+        got, _ = read({"path": str(log_dir), "includeHeaders": "true", **kafka})
+    assert got.equals(plain)
+    [warning] = [r.getMessage() for r in caplog.records if "ignores" in r.getMessage()]
+    assert all(name in warning for name in kafka)
+    with pytest.raises(InvalidOptionError, match="subscrbe"):
+        KafkaLogDataSource({"path": str(log_dir), "subscrbe": "orders"}).schema()
+    with pytest.raises(InvalidOptionError, match="kafka.isolation.level"):
+        KafkaLogDataSource({"path": str(log_dir), "kafka.isolation.level": "nope"}).schema()
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "datasource.md").read_text()
+    assert all(f"`{name}`" in doc for name in kafka_source.IGNORED)
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -183,7 +224,8 @@ def test_schema_is_record_schema(log_dir, headers, metadata):
 
 def test_read_equals_read_log(log_dir):
     got, _ = read({"path": str(log_dir), "includeHeaders": "true", "includeMetadata": "true"})
-    assert got.equals(kl.read_log(log_dir, include_headers=True, include_metadata=True))
+    assert got.equals(as_source(kl.read_log(log_dir, include_headers=True,
+                                            include_metadata=True), got.schema))
     assert got.num_rows == 3500
 
 
@@ -192,16 +234,17 @@ def test_real_fixture_dirs_equal_read_log(shared_fixtures, name):
     path = shared_fixtures / name
     got, _ = read({"path": str(path), "includeHeaders": "true", "includeMetadata": "true",
                    "maxBytesPerPartition": "4096"})
-    assert got.equals(kl.read_log(path, include_headers=True, include_metadata=True))
+    assert got.equals(as_source(kl.read_log(path, include_headers=True, include_metadata=True),
+                                got.schema))
 
 
 def test_partition_dir_and_single_log_file(log_dir):
     pdir = log_dir / "orders-1"
     got, _ = read({"path": str(pdir)})
-    assert got.equals(kl.read_log(pdir))
+    assert got.equals(as_source(kl.read_log(pdir), got.schema))
     seg = sorted(pdir.glob("*.log"))[1]
     got, _ = read({"path": str(seg)})
-    assert got.equals(kl.read_log(seg)) and got.num_rows > 0
+    assert got.equals(as_source(kl.read_log(seg), got.schema)) and got.num_rows > 0
 
 
 def test_subscribe_pattern_assign(log_dir):
@@ -223,7 +266,7 @@ def test_split_segments_give_identical_rows(log_dir):
     assert len(plan_small.splits) > 2 * len(plan_big.splits)
     assert plan_small.segments == plan_big.segments
     got, _ = read({"path": str(log_dir), "maxBytesPerPartition": "4096", "maxRowsPerBatch": "7"})
-    assert got.equals(whole)
+    assert got.equals(as_source(whole, got.schema))
     for s in plan_small.splits:  # every cut is a batch boundary
         if s.start_position:
             assert len(scan_entries(s.segment.log.read_bytes(), start=s.start_position,
@@ -242,7 +285,8 @@ def test_bad_index_entry_is_not_a_cut(tmp_path, log_dir):
     (pdir / "00000000000000000000.index").write_bytes(bytes(index))
     plan = plan_scan({"path": str(pdir), "maxBytesPerPartition": "4096"})
     assert len(plan.splits) == 1
-    assert read({"path": str(pdir), "maxBytesPerPartition": "4096"})[0].equals(kl.read_log(pdir))
+    got, _ = read({"path": str(pdir), "maxBytesPerPartition": "4096"})
+    assert got.equals(as_source(kl.read_log(pdir), got.schema))
 
 
 def test_reading_never_modifies_input(log_dir):
@@ -308,7 +352,7 @@ def test_reader_takes_no_filters_and_plans_from_options_alone(log_dir):
     assert [id(f) for f in rest] == [id(f) for f in fs]
     assert pickle.dumps(reader) == before
     got, _ = read({"path": str(log_dir)}, fs)
-    assert sort(got).equals(sort(kl.read_log(log_dir)))
+    assert sort(got).equals(sort(as_source(kl.read_log(log_dir), got.schema)))
 
 
 def test_options_prune_partitions_and_segments(log_dir):
@@ -378,7 +422,7 @@ def test_isolation_levels(tmp_path, with_indexes):
     committed, _ = read({"path": str(pdir), "kafka.isolation.level": "read_committed",
                          "maxBytesPerPartition": "4096"})
     assert committed["offset"].to_pylist() == [*range(5, 15), 16, 17, 18, *range(20, 25)]
-    assert committed.schema.equals(record_schema())
+    assert committed.schema.names == record_schema().names  # the filter's columns dropped
     with_meta, _ = read({"path": str(pdir), "kafka.isolation.level": "read_committed",
                          "includeMetadata": "true", "startingOffsets": '{"txn": {"0": 12}}'})
     assert with_meta["offset"].to_pylist() == [12, 13, 14, 16, 17, 18, *range(20, 25)]

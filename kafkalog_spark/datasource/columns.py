@@ -32,17 +32,23 @@ from .splits import KafkaLogSplit
 
 # what the tasks' own filter reads (read_split): the records of aborted transactions
 _ABORTED_COLUMNS = ("offset", "producerId", "isTransactional")
+# the source's values where they differ from read_log's (kafka_source.null_empty_headers)
+SPARK_DOCS = {"headers": "record headers in order; null when the record has none (as Spark's "
+                         "Kafka source gives)"}
 
 
 def spark_schema(include_headers: bool = False, include_metadata: bool = False,
                  columns: Sequence[str] | None = None) -> StructType:
     """``record_schema(include_headers, include_metadata, columns)`` as a Spark ``StructType``:
-    the same names, types and nullability, each column's documentation as its comment."""
+    the same names, types and nullability (which columns can hold a null), each column's
+    documentation (as the source returns it: :data:`SPARK_DOCS`) as its comment. The source
+    declares it all nullable (:func:`~.kafka_source.nullable`), as Spark's Kafka source does."""
     arrow = record_schema(include_headers, include_metadata, columns)
     converted = from_arrow_schema(arrow)
     return StructType([
         StructField(f.name, f.dataType, f.nullable,
-                    {"comment": arrow.field(f.name).metadata[b"doc"].decode()})
+                    {"comment": SPARK_DOCS.get(f.name)
+                     or arrow.field(f.name).metadata[b"doc"].decode()})
         for f in converted.fields])
 
 
@@ -108,7 +114,7 @@ def columns_doc() -> str:
         return ("always" if name in BASE_COLUMNS else "includeHeaders" if name in HEADERS_COLUMN
                 else "includeMetadata")
 
-    rows = ["| column | Spark type | nullable | without a user schema | meaning |",
+    rows = ["| column | Spark type | can be null | without a user schema | meaning |",
             "|---|---|---|---|---|"]
     rows += [f"| `{f.name}` | `{f.dataType.simpleString()}` | {'yes' if f.nullable else 'no'} "
              f"| {without_user_schema(f.name)} | {f.metadata['comment']} |"

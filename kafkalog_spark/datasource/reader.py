@@ -34,6 +34,7 @@ from ..log.transactions import aborted_mask
 from ..log.window import decode_window, read_window
 from .columns import decode_columns
 from .executors import planned_files
+from .kafka_source import null_empty_headers
 from .options import ReadOptions, parse_read_options
 from .plan import pack_splits, plan_scan
 from .splits import KafkaLogSplit, KafkaLogTask
@@ -137,8 +138,11 @@ class KafkaLogReader(DataSourceReader):
     ``spark.sql.python.filterPushdown.enabled`` is off.)
 
     ``columns`` (from :func:`~kafkalog_spark.datasource.columns.requested_columns`; ``None``:
-    the options' columns) are the only ones decoded and shipped, labelled with
-    ``arrow_schema`` (the user schema as Spark converts it, which may be more nullable)."""
+    the options' columns) are the only ones decoded and shipped. Given ``arrow_schema`` (the
+    schema Spark reads: the source's or a user schema as Spark converts it, which may be more
+    nullable) the batches are Spark's rows: labelled with it, ``headers`` null where a record
+    has none (:func:`~.kafka_source.null_empty_headers`); without it (a migration's reader)
+    they are ``read_log``'s."""
 
     def __init__(self, options: ReadOptions, columns: Sequence[str] | None = None,
                  arrow_schema: pa.Schema | None = None) -> None:
@@ -163,7 +167,9 @@ class KafkaLogReader(DataSourceReader):
             return iter(())  # Spark's single placeholder partition when nothing is planned
         batches = (b for split in splits
                    for b in read_split(split, self.options, columns=self.columns))
-        return batches if self.output is None else (_relabel(b, self.output) for b in batches)
+        if self.output is None:
+            return batches
+        return (_relabel(null_empty_headers(b), self.output) for b in batches)
 
 
 def _relabel(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

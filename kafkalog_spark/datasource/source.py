@@ -16,7 +16,8 @@ from pyspark.sql.datasource import DataSource, DataSourceReader
 from pyspark.sql.types import StructType
 
 from .columns import scan_columns, spark_schema
-from .options import parse_read_options
+from .kafka_source import nullable, without_ignored
+from .options import ReadOptions, parse_read_options
 from .reader import KafkaLogReader
 
 if TYPE_CHECKING:
@@ -45,14 +46,21 @@ class KafkaLogDataSource(DataSource):
         return "kafkalog"
 
     def schema(self) -> StructType:
-        opts = parse_read_options(self.options, self.session_storage)
-        return spark_schema(opts.include_headers, opts.include_metadata)
+        """The columns the options choose, declared as Spark's Kafka source declares its
+        columns (every field nullable; :mod:`.kafka_source`)."""
+        opts = self._read_options()
+        return nullable(spark_schema(opts.include_headers, opts.include_metadata))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         """The reader of ``schema``'s columns only (``schema()``'s or a user schema: any
         subset of the columns, see :mod:`.columns`)."""
-        opts = parse_read_options(self.options, self.session_storage)
+        opts = self._read_options()
         return KafkaLogReader(opts, *scan_columns(schema, opts))
+
+    def _read_options(self) -> ReadOptions:
+        """The read options, the Kafka source's options that mean nothing here dropped (each
+        name logged once: :func:`~.kafka_source.without_ignored`)."""
+        return parse_read_options(without_ignored(self.options), self.session_storage)
 
     def writer(self, schema: StructType, overwrite: bool) -> "DataSourceWriter":
         from .writer import KafkaLogWriter  # the writing side lives in its own module

@@ -133,18 +133,10 @@ def both(kafka_broker, kafka_spark):
     return {case: (from_kafka[case], from_log[case]) for case in CASES}
 
 
-def sorted_rows(table: pa.Table, *, empty_headers_as_null: bool = False) -> list[dict]:
-    rows = sorted(table.to_pylist(), key=lambda r: tuple(r[c] for c in KEY_COLUMNS))
-    if empty_headers_as_null:
-        for r in rows:
-            if r.get("headers") == []:
-                r["headers"] = None
-    return rows
+def sorted_rows(table: pa.Table) -> list[dict]:
+    return sorted(table.to_pylist(), key=lambda r: tuple(r[c] for c in KEY_COLUMNS))
 
 
-HEADERS_NULL = ("issue 31: a record without headers has headers [] from kafkalog, null from "
-                "Spark's Kafka source (KafkaRecordToRowConverter: no headers -> null)")
-WITH_HEADERS = [c for c, o in CASES.items() if o.get("includeHeaders") == "true"]
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -153,9 +145,6 @@ def test_kafkalog_returns_the_kafka_sources_column_names_and_types(both, case):
     assert log_types == kafka_types
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: nullability differs: kafkalog declares topic, "
-                   "partition, offset, timestampType and a header's key NOT NULL and the headers "
-                   "array without null elements; the Kafka source declares every field nullable")
 def test_kafkalog_schema_equals_the_kafka_sources_with_nullability(both):
     (kafka_schema, _, _), (log_schema, _, _) = both["plain"]
 
@@ -170,17 +159,8 @@ def test_kafkalog_schema_equals_the_kafka_sources_with_nullability(both):
 
 
 @pytest.mark.parametrize("case", list(CASES))
-def test_kafkalog_returns_the_kafka_sources_rows_but_empty_headers(both, case):
-    """Every row and value equal, a record without headers aside ([] here, null there)."""
-    (_, _, kafka_rows), (_, _, log_rows) = both[case]
-    assert (sorted_rows(log_rows, empty_headers_as_null=True)
-            == sorted_rows(kafka_rows, empty_headers_as_null=True))
-
-
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=HEADERS_NULL))
-    if c in WITH_HEADERS else c for c in CASES])
 def test_kafkalog_returns_the_kafka_sources_rows(both, case):
+    """Every row and value equal, headers null for a record without any on both sides."""
     (_, _, kafka_rows), (_, _, log_rows) = both[case]
     assert sorted_rows(log_rows) == sorted_rows(kafka_rows)
 
@@ -193,14 +173,10 @@ def test_compacted_topic_has_gaps_both_sides_agree_on(both):
     assert any(o[-1] - o[0] + 1 > len(o) for o in by_partition.values())
 
 
-@pytest.mark.xfail(strict=True, reason="issue 31: kafkalog refuses the Kafka source's "
-                   "connection options (kafka.bootstrap.servers, failOnDataLoss): swapping the "
-                   "format name is not enough")
 def test_swapping_only_the_format_name_reads_the_same(both, kafka_broker, kafka_spark):
     """The read a notebook wrote for the Kafka source, options and all, with
     ``format("kafkalog")`` and the log dir as the path: the same rows."""
     options = {"kafka.bootstrap.servers": "127.0.0.1:9092", **KAFKA_ONLY, **CASES["txn-committed"]}
     _, _, rows = kafka_spark.run(_read, "kafkalog", options, str(kafka_broker.log_dir))
     (_, _, kafka_rows), _ = both["txn-committed"]
-    assert sorted_rows(rows, empty_headers_as_null=True) == sorted_rows(
-        kafka_rows, empty_headers_as_null=True)
+    assert sorted_rows(rows) == sorted_rows(kafka_rows)
