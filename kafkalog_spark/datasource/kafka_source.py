@@ -59,8 +59,13 @@ def null_empty_headers(batch: pa.RecordBatch) -> pa.RecordBatch:
     empty = pc.equal(pc.list_value_length(col), 0)
     if not pc.any(empty).as_py():
         return batch
-    return batch.set_column(i, batch.schema.field(i),
-                            pc.if_else(empty, pa.scalar(None, col.type), col))
+    # the same values under a new validity bitmap (pc.if_else copies every header: ~30x slower);
+    # offsets rebased to 0, as from_arrays takes no mask over a sliced array's offsets
+    offsets, start = col.offsets, col.offsets[0].as_py()
+    values = col.values.slice(start, offsets[-1].as_py() - start)
+    null = pc.fill_null(pc.or_kleene(col.is_null(), empty), True)
+    return batch.set_column(i, batch.schema.field(i), pa.ListArray.from_arrays(
+        pc.subtract(offsets, start), values, type=col.type, mask=null))
 
 
 def nullable(t: DataType) -> DataType:
