@@ -5,8 +5,8 @@
 Spark tasks decode the segments and write Parquet; the driver commits each table with delta-rs;
 ``--writer delta-spark`` (the Delta jars on the classpath: ``--jars`` or ``--packages
 io.delta:delta-spark_4.2_2.13:4.4.0``) appends with ``format("delta")`` instead, which
-``auto`` does only for a table delta-rs cannot write (docs/delta.md). Incremental and exactly-once: run it again to add only what is
-new (see docs/delta.md). Written unless ``--dry-run`` (new output, as ``kafkalog migrate``).
+``auto`` does only for a table delta-rs cannot write (docs/delta.md). Incremental and
+exactly-once: run it again to add only what is new (see docs/delta.md). Written unless ``--dry-run`` (new output, as ``kafkalog migrate``).
 Prints the run's metrics as JSON; exit code 0 on success (or everything up to date), 1 for a
 dry run that would migrate something, 2 on a library error (no Kafka data, a topic that is not
 there, data loss, corrupt input, a table another run holds).
