@@ -88,11 +88,15 @@ def test_spark_defaults_file_and_env_master(show_session, tmp_path):
 def test_configured_conf_reads_submit_args(monkeypatch, tmp_path):
     """PYSPARK_SUBMIT_ARGS as spark-submit parses it: flags, --conf in both spellings, and a
     --properties-file that replaces spark-defaults.conf."""
+    from pyspark import SparkContext
+
     from kafkalog_spark.spark import configured_conf
 
     props = tmp_path / "my.conf"
     props.write_text("spark.executor.memory=3g\nnot.spark.key 1\nspark.master yarn\n")
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    # A process with no JVM yet: an earlier test's session would answer for itself.
+    monkeypatch.setattr(SparkContext, "_gateway", None)
     monkeypatch.setenv("PYSPARK_SUBMIT_ARGS",
                        f"--master=local[3] --name x --conf spark.a=1 --conf=spark.b=2 "
                        f"-c spark.c=3 --driver-memory 3g --properties-file {props} pyspark-shell")
