@@ -89,7 +89,8 @@ READ_OPTIONS: tuple[OptionSpec, ...] = (
                "valid record, log each skipped byte range (see datasource.reader.bad_ranges)"),
     OptionSpec("maxBytesPerPartition", str(DEFAULT_MAX_BYTES_PER_PARTITION),
                "most .log bytes one Spark task reads; larger segments are cut at batch "
-               "boundaries found through the offset index"),
+               "boundaries found through the offset index (a remote segment in compressed or "
+               "encrypted chunks: at chunk boundaries, at least 10 chunks apart)"),
     OptionSpec("minPartitions", str(DEFAULT_MIN_PARTITIONS),
                "fewest Spark tasks a read is packed into (small segments share a task up to "
                "maxBytesPerPartition; each task has a fixed cost, so match it to the cores)"),

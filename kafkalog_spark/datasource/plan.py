@@ -2,11 +2,11 @@
 each partition's offset window (from the options), and their packing into tasks.
 
 The driver (:func:`plan_scan`) reads only directory listings and small metadata: offset indexes
-(to cut large segments and start inside one), time indexes plus the headers of a few batches
-(timestamp bounds), and, for ``read_committed``, ``.txnindex`` files, the newest producer
-snapshot and the batch headers after it (:mod:`kafkalog_spark.log.transactions`). It never
-decodes record data, except the one batch where a timestamp bound lands, to find the exact
-offset as Kafka's ``ListOffsets`` does.
+(to cut large segments, :mod:`.cuts`, and start inside one), time indexes plus the headers of a
+few batches (timestamp bounds), and, for ``read_committed``, ``.txnindex`` files, the newest
+producer snapshot and the batch headers after it (:mod:`kafkalog_spark.log.transactions`). It
+never decodes record data, except the one batch where a timestamp bound lands, to find the
+exact offset as Kafka's ``ListOffsets`` does.
 
 Splits (one segment, or a byte range of a large one) are packed into Spark tasks by
 :func:`pack_splits` — many small segments per task, like Spark's file source packs small files.
@@ -22,25 +22,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..codec.files.index import read_offset_index
 from ..codec.records.decode import DecodeOptions, decode_entries
-from ..codec.records.scan import scan_entries
 from ..errors import InvalidOptionError
 from ..log.discovery import discover
 from ..log.history import check_history, segment_max_offset, with_remote_tier
-from ..log.lookup import check_offset_entry, find_timestamp
+from ..log.lookup import find_timestamp
 from ..log.model import PartitionDir, Segment
 from ..log.partition_state import at_log_start, checkpointed_log_starts
 from ..log.selection import check_selection, readable_partitions
 from ..log.transactions import transaction_view
-from ..storage import mapped_file, storage_for
+from ..storage import storage_for
+from .cuts import cut_segment
 from .options import DEFAULT_MIN_PARTITIONS, EARLIEST, LATEST, ReadOptions, parse_read_options
 from .splits import KafkaLogSplit, KafkaLogTask, split_bytes
 
-# entries walked from an offset-index entry to validate it as a cut point (<=3.9 brokers index
-# one entry per append, which may hold several batches)
-_CUT_CHECK_ENTRIES = 64
-_CUT_PROBE_BYTES = 64 << 10  # bytes read at a candidate cut to check its index entry
 OPEN_COST_BYTES = 1 << 20  # weight of opening one split when packing (Spark: openCostInBytes)
 
 
@@ -206,20 +201,38 @@ def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions,
             continue
         if end is not None and seg.base_offset >= end:
             break
-        for split in _cut(seg, topic, partition, opts.max_bytes_per_partition):
+        for split in cut_segment(seg, topic, partition, opts.max_bytes_per_partition):
             if split.next_offset is None and next_base is not None:
                 # the next segment's base bounds this one's offsets: a read window reaching
                 # past it then needs no index lookup to find where to stop
                 split = replace(split, next_offset=next_base)
-            if lo is not None and split.next_offset is not None and split.next_offset <= lo:
-                continue
-            if end is not None and split.first_offset >= end:
-                continue
-            aborted = () if view is None else view.aborted_in(
-                max(split.first_offset, lo or 0), hi if split.next_offset is None
-                else split.next_offset - 1 if hi is None else min(hi, split.next_offset - 1))
-            plan.splits.append(replace(split, min_offset=lo, aborted=aborted,
-                                       max_offset=segment_max_offset(seg, hi)))
+            windowed = _in_window(split, lo, hi, view)
+            if windowed is not None:
+                plan.splits.append(windowed)
+
+
+def _in_window(split: KafkaLogSplit, lo: int | None, hi: int | None, view
+               ) -> KafkaLogSplit | None:
+    """``split`` with the read window ``[lo, hi]`` (and the aborted transactions in it), or
+    ``None`` when none of its offsets is in the window. A split by offsets keeps its own
+    ``min_offset`` / ``max_offset`` inside the window."""
+    first = split.first_offset if split.min_offset is None else split.min_offset
+    if lo is not None and split.next_offset is not None and split.next_offset <= lo:
+        return None
+    if hi is not None and first > hi:
+        return None
+    aborted = () if view is None else view.aborted_in(
+        max(first, lo or 0), hi if split.next_offset is None
+        else split.next_offset - 1 if hi is None else min(hi, split.next_offset - 1))
+    top = segment_max_offset(split.segment, hi)
+    return replace(split, aborted=aborted,
+                   min_offset=_bound(max, lo, split.min_offset),
+                   max_offset=_bound(min, top, split.max_offset))
+
+
+def _bound(pick, a: int | None, b: int | None) -> int | None:
+    """``pick(a, b)`` of the bounds given (``None``: unbounded)."""
+    return b if a is None else a if b is None else pick(a, b)
 
 
 def _start_offset(part: PartitionDir, opts: ReadOptions, info: dict) -> int | None:
@@ -283,41 +296,3 @@ def offset_for_timestamp(part: PartitionDir | Sequence[Segment], timestamp_ms: i
             if len(rows):
                 return int(batch.column("offset")[int(rows[0])].as_py())
     return hit.offset
-
-
-def _cut(seg: Segment, topic: str, partition: int, max_bytes: int) -> list[KafkaLogSplit]:
-    """Byte ranges of at most about ``max_bytes`` at batch boundaries from the offset index;
-    each cut is checked against the log (a failing one is dropped: a longer split)."""
-    whole = KafkaLogSplit(topic, partition, seg, 0, None, seg.base_offset, None)
-    if seg.log_size <= max_bytes or seg.index is None or not seg.index_size:
-        return [whole]
-    with mapped_file(seg.index) as ibuf:
-        index = read_offset_index(ibuf, seg.base_offset, file=str(seg.index))
-    positions, offsets = index.positions, index.offsets
-    cuts: list[tuple[int, int]] = []  # (position, offset bound of the entry there)
-    targets = range(max_bytes, seg.log_size, max_bytes)
-    ks = np.searchsorted(positions, np.asarray(targets, np.int64), side="right") - 1
-    # the entry headers at each candidate cut is all the check reads: on an object store only
-    # those bytes are fetched, not the segment
-    probes = [(int(positions[k]), int(positions[k]) + _CUT_PROBE_BYTES) for k in ks if k >= 0]
-    with storage_for(seg.log).mapped_ranges(seg.log, probes, seg.log_size) as buf:
-        for k in ks:
-            k = int(k)
-            if k >= 0 and (not cuts or positions[k] > cuts[-1][0]) and positions[k] > 0:
-                o, p = int(offsets[k]), int(positions[k])
-                table = scan_entries(buf, start=p, max_entries=_CUT_CHECK_ENTRIES)
-                if check_offset_entry(index, o, p, table, len(buf)) is None:
-                    first_known = int(table.magic[0]) == 2
-                    cuts.append((p, int(table.offset[0]) if first_known else -1))
-    splits = []
-    bounds = [(0, seg.base_offset)] + cuts
-    for i, (p, first) in enumerate(bounds):
-        nxt = bounds[i + 1] if i + 1 < len(bounds) else None
-        lower = first if first >= 0 else splits[-1].first_offset
-        # the entry at the next cut starts after every record of this split (a legacy
-        # wrapper's header offset is its last offset: still an exclusive upper bound)
-        upper = None if nxt is None or nxt[1] < 0 else nxt[1]
-        splits.append(KafkaLogSplit(topic, partition, seg, p, None if nxt is None else nxt[0],
-                                    lower, upper))
-    return splits
-

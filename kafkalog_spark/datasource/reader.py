@@ -57,12 +57,14 @@ def read_split(split: KafkaLogSplit, opts: ReadOptions, bad: list[BadRange] | No
                             max_rows=opts.max_rows_per_batch, columns=decoded,
                             include_control=opts.include_control)
     seg = split.segment
-    window = read_window(seg, start=split.start_position, end=split.end_position,
+    # a split by offsets is found by the lookups of its offset window, not at its byte range
+    begin, stop = (0, None) if split.by_offset else (split.start_position, split.end_position)
+    window = read_window(seg, start=begin, end=stop,
                          min_offset=split.min_offset, max_offset=split.max_offset,
                          first_offset=split.first_offset, next_offset=split.next_offset)
     found: list[BadRange] = []
     with planned_files(seg.dir), window as w:
-        start, end = _byte_range(split, w.buf)
+        start, end = _byte_range(split, w.buf, begin, stop)
         end = w.stop if end is None else end if w.stop is None else min(end, w.stop)
         if end is not None and start >= end:
             return
@@ -86,9 +88,9 @@ def read_split(split: KafkaLogSplit, opts: ReadOptions, bad: list[BadRange] | No
                 bad.append(r)
 
 
-def _byte_range(split: KafkaLogSplit, buf: np.ndarray) -> tuple[int, int | None]:
-    """Start and end inside the split through the validated offset index."""
-    start, end = split.start_position, split.end_position
+def _byte_range(split: KafkaLogSplit, buf: np.ndarray, start: int, end: int | None
+                ) -> tuple[int, int | None]:
+    """Start and end inside bytes ``[start, end)`` through the validated offset index."""
     if split.min_offset is not None and split.min_offset > split.first_offset:
         start = max(start, position_for_offset(split.segment, split.min_offset, log_buffer=buf))
     hi = split.max_offset

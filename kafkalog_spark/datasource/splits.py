@@ -19,6 +19,9 @@ class KafkaLogSplit(InputPartition):
 
     ``first_offset`` / ``next_offset`` bound the offsets held by the byte range (from the
     entries at its cut points); ``min_offset`` / ``max_offset`` are the inclusive read window.
+    ``by_offset``: the split is the offsets ``[min_offset, max_offset]`` of its segment, and its
+    byte range only says where they lie (cut from the offset index without reading the log,
+    as a tier's chunked segments are): the reader finds them by validated index lookups.
     """
 
     topic: str
@@ -31,6 +34,7 @@ class KafkaLogSplit(InputPartition):
     min_offset: int | None = None
     max_offset: int | None = None
     aborted: tuple[AbortedTxn, ...] = ()
+    by_offset: bool = False
 
 
 @dataclass(frozen=True)

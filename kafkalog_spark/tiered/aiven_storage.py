@@ -9,8 +9,11 @@ before 2023-10 an object of its own) are :class:`AivenPath` s, served by :class:
 (registered with :func:`kafkalog_spark.storage.seam.register_storage`). A read of byte ranges of
 the ``.log`` fetches only the stored chunks holding them (ranged GETs through the object's own
 storage), decrypts and decompresses each, and places it at its original position; bytes not
-asked for read as zeros, as object-store reads of ranges do. The manifest and the unwrapped data
-key are kept per process (a few hundred segments).
+asked for read as zeros, as object-store reads of ranges do. Chunks stored untransformed (no
+compression, no encryption: the object is the segment byte for byte) are not fetched whole: the
+byte ranges asked for are fetched as they are. The manifest and the unwrapped data key are kept
+per process (a few hundred segments). :meth:`AivenStorage.read_unit` tells a planner what a
+ranged read of the ``.log`` rounds out to.
 
 Neither path class is ``os.PathLike``: no code can open the stored (transformed) object as the
 segment by mistake.
@@ -34,12 +37,13 @@ from ..storage import storage_for
 from ..storage.paths import VirtualPath
 from ..storage.remote_io import FetchProgress, coalesce
 from ..storage.seam import register_storage
-from .aiven_manifest import INDEX_OBJECTS, SegmentManifest, parse_manifest
+from .aiven_manifest import INDEX_OBJECTS, ChunkIndex, SegmentManifest, parse_manifest
 from .aiven_transform import IV_BYTES, TAG_BYTES, detransform, unwrap_data_key
 
 Folder = Any  # a local Path or an ObjectPath
 STATS = {"object_bytes": 0, "chunks": 0}
-"""Stored bytes fetched and chunks restored in this process (for measurements and tests)."""
+"""Stored bytes fetched and chunks read (restored whole, or untransformed ones read in part) in
+this process (for measurements and tests)."""
 
 
 @dataclass(frozen=True)
@@ -237,40 +241,73 @@ class AivenStorage:
             progress.done(0)
             yield buf, progress
 
+    def read_unit(self, path: AivenPath) -> int:
+        """The bytes a ranged read of ``path`` rounds out to: the original chunk size when the
+        ``.log``'s chunks are transformed (each is one zstd frame or one AES-GCM message,
+        fetched whole), else 1 (byte ranges fetched as asked; an index is read whole anyway)."""
+        manifest, _ = segment_manifest(self.segment)
+        if self._kind(path) != "log" or _untransformed(manifest):
+            return 1
+        return manifest.chunk_index.original_chunk_size
+
     @contextmanager
     def mapped_ranges(self, path: AivenPath, ranges: Sequence[tuple[int, int]],
                       size: int | None = None) -> Iterator[np.ndarray]:
         manifest, key = segment_manifest(self.segment)
-        aad = manifest.encryption.aad if manifest.encryption is not None else None
-        where = Location(str(path))
         kind = self._kind(path)
-        if kind != "log":
-            data = self._index(manifest, key, aad, kind, path)
-            buf = np.frombuffer(data, np.uint8)
+        if kind == "log" and _untransformed(manifest):
+            with self._exact_ranges(manifest.chunk_index, ranges, Location(str(path))) as buf:
+                yield buf
+            return
+        if kind == "log":
+            buf = self._chunks(manifest, key, ranges, Location(str(path)))
         else:
-            index = manifest.chunk_index
-            buf = np.zeros(index.original_file_size, np.uint8)
-            chunks = sorted({c for lo, hi in coalesce(ranges, index.original_file_size)
-                             for c in index.chunks(lo, hi)})
-            obj = self.segment.object("log")
-            fs = storage_for(obj)
-            with fs.mapped_ranges(obj, [(c[2], c[3]) for c in chunks],
-                                  index.object_size) as stored:
-                for o_lo, o_hi, t_lo, t_hi in chunks:
-                    STATS["object_bytes"] += t_hi - t_lo
-                    STATS["chunks"] += 1
-                    plain = detransform(bytes(stored[t_lo:t_hi]), key=key, aad=aad,
-                                        compressed=manifest.compression,
-                                        where=Location(str(obj), t_lo))
-                    if len(plain) != o_hi - o_lo:
-                        raise RemoteTierError(f"chunk at stored byte {t_lo} restores to "
-                                              f"{len(plain)} bytes, not {o_hi - o_lo}", where)
-                    buf[o_lo:o_hi] = np.frombuffer(plain, np.uint8)
+            buf = np.frombuffer(self._index(manifest, key, kind, path), np.uint8)
         buf.flags.writeable = False
         yield buf
 
-    def _index(self, manifest: SegmentManifest, key: bytes | None, aad: bytes | None,
-               kind: str, path: AivenPath) -> bytes:
+    @contextmanager
+    def _exact_ranges(self, index: ChunkIndex, ranges: Sequence[tuple[int, int]],
+                      where: Location) -> Iterator[np.ndarray]:
+        """Untransformed chunks: the ``.log`` object is the segment, so the byte ranges asked
+        for are fetched as they are, not rounded out to whole chunks."""
+        obj = self.segment.object("log")
+        wanted = coalesce(ranges, index.original_file_size)
+        with storage_for(obj).mapped_ranges(obj, wanted, index.object_size) as buf:
+            if len(buf) != index.original_file_size:
+                raise RemoteTierError(f"the .log object holds {len(buf)} bytes; the manifest "
+                                      f"says {index.original_file_size}", where)
+            STATS["object_bytes"] += sum(hi - lo for lo, hi in wanted)
+            STATS["chunks"] += len({c for lo, hi in wanted for c in index.chunks(lo, hi)})
+            yield buf
+
+    def _chunks(self, manifest: SegmentManifest, key: bytes | None,
+                ranges: Sequence[tuple[int, int]], where: Location) -> np.ndarray:
+        """The ``.log`` with the whole chunks holding ``ranges`` restored (decrypted,
+        decompressed) at their original positions; zeros elsewhere."""
+        aad = manifest.encryption.aad if manifest.encryption is not None else None
+        index = manifest.chunk_index
+        buf = np.zeros(index.original_file_size, np.uint8)
+        chunks = sorted({c for lo, hi in coalesce(ranges, index.original_file_size)
+                         for c in index.chunks(lo, hi)})
+        obj = self.segment.object("log")
+        with storage_for(obj).mapped_ranges(obj, [(c[2], c[3]) for c in chunks],
+                                            index.object_size) as stored:
+            for o_lo, o_hi, t_lo, t_hi in chunks:
+                STATS["object_bytes"] += t_hi - t_lo
+                STATS["chunks"] += 1
+                plain = detransform(bytes(stored[t_lo:t_hi]), key=key, aad=aad,
+                                    compressed=manifest.compression,
+                                    where=Location(str(obj), t_lo))
+                if len(plain) != o_hi - o_lo:
+                    raise RemoteTierError(f"chunk at stored byte {t_lo} restores to "
+                                          f"{len(plain)} bytes, not {o_hi - o_lo}", where)
+                buf[o_lo:o_hi] = np.frombuffer(plain, np.uint8)
+        return buf
+
+    def _index(self, manifest: SegmentManifest, key: bytes | None, kind: str,
+               path: AivenPath) -> bytes:
+        aad = manifest.encryption.aad if manifest.encryption is not None else None
         obj, position, stored = self._stored(manifest, kind, path)
         if not stored:
             return b""
@@ -282,6 +319,14 @@ class AivenStorage:
                                   f"({position}+{stored})", Location(str(obj), position))
         return detransform(data, key=key, aad=aad, compressed=False,
                            where=Location(str(obj), position))
+
+
+def _untransformed(manifest: SegmentManifest) -> bool:
+    """Whether the ``.log`` object is the segment byte for byte: chunks neither compressed nor
+    encrypted, and stored at their original sizes."""
+    index = manifest.chunk_index
+    return (not manifest.compression and manifest.encryption is None
+            and index.object_size == index.original_file_size)
 
 
 def _storage(path: Any) -> AivenStorage:
