@@ -155,7 +155,7 @@ def verify_producer_state(part: PartitionDir, checks: Sequence[SegmentCheck], *,
                 path, snap = valid[pending.pop(0)]
                 problems.extend(compare_snapshot(snap, tracker, first_base, str(path)))
             if check_indexes:
-                problems.extend(_compare_txn_index(seg, aborted))
+                problems.extend(compare_txn_index(seg, aborted))
             if c.valid_bytes < c.bytes:
                 break
             continue
@@ -178,7 +178,7 @@ def verify_producer_state(part: PartitionDir, checks: Sequence[SegmentCheck], *,
             return problems
         bare, tracker.bare_aborts = tracker.bare_aborts, []
         if check_indexes:
-            problems.extend(_compare_txn_index(seg, aborted, bare))
+            problems.extend(compare_txn_index(seg, aborted, bare))
         if c.valid_bytes < c.bytes:
             break  # the state after a damaged segment means nothing
     return problems
@@ -235,7 +235,7 @@ def compare_snapshot(snap: ProducerSnapshot, tracker: ProducerStateTracker, firs
     return problems
 
 
-def _compare_txn_index(seg: Segment, aborted: list,
+def compare_txn_index(seg: Segment, aborted: list,
                        bare: Sequence[tuple[int, int]] = ()) -> list[Problem]:
     """The segment's ``.txnindex`` against the transactions its ABORT markers close. An entry
     for a ``bare`` marker (one that closed no open transaction: the cleaner removed the data
