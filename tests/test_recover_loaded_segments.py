@@ -17,6 +17,8 @@ from kafkalog_spark import verify
 from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.codec.files.index import TxnIndex
+from kafkalog_spark.codec.files.snapshot import ProducerStateTracker
+from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.codec.records.encode import encode_end_txn_marker
 from kafkalog_spark.recovery.loader import loaded_snapshots, recovered_from_recovery_point
 from kafkalog_spark.recovery.recover import recover
@@ -197,6 +199,44 @@ def test_a_missing_index_below_the_recovery_point_recovers_its_segment(tmp_path)
     assert sorted(p.name for p in pdir.glob("*.snapshot")) == [
         N.segment_file_name(o, N.SNAPSHOT) for o in (4, 8, 9, 10)]
     assert verify(log_dir, deep=True).ok and not recover(log_dir).changed
+
+
+def test_a_snapshot_the_cleaner_left_ahead_of_the_log_is_kept(tmp_path):
+    """A snapshot taken at a roll knows a producer's batch the cleaner later removed (it kept
+    the producer's last one): the broker goes on from its state, verify accepts it, and
+    recover keeps it byte for byte (seen on a 4.1 broker's cleaned log,
+    tests/oracle/test_loader_cleaned_oracle.py)."""
+    log_dir = tmp_path / "logs"
+    idem = dict(producer_id=5, producer_epoch=0, partition_leader_epoch=0)
+    plain = dict(partition_leader_epoch=0)
+    first = [rec(0, b"k9", b"a", **plain), rec(1, b"k7", b"b", base_sequence=0, **idem),
+             rec(2, b"k1", b"c", base_sequence=1, **idem)]
+    pdir = build_partition(log_dir, [first, [rec(3, b"k2", b"d", **plain)],
+                                     [rec(4, b"k1", b"e", base_sequence=2, **idem),
+                                      rec(5, b"k9", b"f", **plain)],
+                                     [rec(6, b"k3", b"g", **plain)]])
+    tracker = ProducerStateTracker()
+    tracker.apply(b"".join(first))
+    snapshot = pdir / N.segment_file_name(3, N.SNAPSHOT)
+    snapshot.write_bytes(tracker.snapshot().to_bytes())  # producer 5 last at offset 2
+    # the broker's leader epochs: epoch 0 from offset 0, and the epoch it began at the log end
+    epochs = pdir / N.LEADER_EPOCH_CHECKPOINT
+    epochs.write_text(C.format_leader_epoch_checkpoint([C.EpochEntry(0, 0), C.EpochEntry(3, 7)]))
+    cmp(log_dir, now_ms=T, execute=True, force=True,
+        options={"delete.retention.ms": D, "segment.bytes": 120})
+    assert segment_offsets(pdir, 0) == [1]  # offsets 0 and 2 cleaned away
+    _stopped(log_dir, 7)
+    held = snapshot.read_bytes()
+    assert verify(log_dir, deep=True).ok
+    recover(log_dir, execute_plan=True)
+    assert snapshot.read_bytes() == held
+    # the epoch at the log end goes (the loader's truncateFromEnd); epoch 0 still starts at 0
+    assert C.parse_leader_epoch_checkpoint(epochs.read_text()) == [C.EpochEntry(0, 0)]
+    assert verify(log_dir, deep=True).ok and not recover(log_dir).changed
+
+
+def segment_offsets(pdir: Path, base: int) -> list[int]:
+    return scan_entries((pdir / N.segment_file_name(base, N.LOG)).read_bytes()).offset.tolist()
 
 
 def test_the_loaders_producer_snapshots():

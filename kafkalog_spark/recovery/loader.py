@@ -49,10 +49,15 @@ def recovered_from_recovery_point(bases: Sequence[int], log_end: int,
 
 @dataclass
 class LoadedSnapshots:
-    """Where the load leaves producer snapshots, and why it deletes the others."""
+    """Where the load leaves producer snapshots, which of the existing ones it leaves as they
+    are, and why it deletes the others."""
 
     offsets: list[int] = field(default_factory=list)  # a snapshot at each after the load
+    kept: set[int] = field(default_factory=set)  # existing ones never deleted
     deleted: dict[int, str] = field(default_factory=dict)  # an existing one gone -> why
+    # existing ones whose state the load's replays go on from: the kept ones, and those a
+    # producer-state rebuild loads before a later one deletes them
+    read: set[int] = field(default_factory=set)
 
 
 class _Files:
@@ -63,6 +68,7 @@ class _Files:
         self.offsets = sorted(set(existing))
         self.existing = frozenset(existing)
         self.deleted: dict[int, str] = {}
+        self.read: set[int] = set()
 
     def delete(self, offsets: Sequence[int], why: str) -> None:
         for o in offsets:
@@ -105,6 +111,8 @@ class _Manager:
                               why)
         offsets = self.files.offsets
         self.map_end = self.last_snap = offsets[-1] if offsets else log_start
+        if offsets and offsets[-1] in self.files.existing and offsets[-1] not in self.files.deleted:
+            self.files.read.add(offsets[-1])  # loadFromSnapshot: an existing file, as it was
         if last > self.map_end:
             # the replay passes the segments from the one holding the map end offset to
             # ``last`` (LogSegments.values); it snapshots at the start of the last two
@@ -169,7 +177,10 @@ def loaded_snapshots(bases: Sequence[int], segment_ends: Sequence[int], log_end:
             final.take_snapshot()
     else:
         final.rebuild(bases, log_end, log_start, f"beyond the log end offset {log_end}")
-    # one deleted and taken again at the same offset is there after the load
+    # one deleted and taken again at the same offset is there after the load, with the state
+    # the load replayed
     after = set(files.offsets)
-    return LoadedSnapshots(files.offsets, {o: why for o, why in files.deleted.items()
-                                           if o not in after})
+    kept = set(files.existing) - set(files.deleted)
+    return LoadedSnapshots(files.offsets, kept,
+                           {o: why for o, why in files.deleted.items() if o not in after},
+                           kept | files.read)

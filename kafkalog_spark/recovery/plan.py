@@ -21,7 +21,7 @@ from ..log.model import PartitionDir, Segment
 from ..storage import mapped_file, storage_for
 from ..storage.atomic import read_checkpoint_file
 from .actions import CUT_TAIL, QUARANTINE_FILE, WRITE_FILE, Action
-from .loader import loaded_snapshots, recovered_from_recovery_point
+from .loader import LoadedSnapshots, loaded_snapshots, recovered_from_recovery_point
 from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
 from .validity import first_invalid_entry
 
@@ -78,7 +78,9 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
         loaded = loaded_snapshots(bases, v2_ends, leo, log_start_checkpoint=log_start_checkpoint,
                                   log_start=log_start, repaired=repaired, recovered=recovered,
                                   clean_shutdown=recovery_point is None, existing=sorted(valid))
-        usable = {o: v for o, v in valid.items() if o <= leo}
+        # the replay goes on from the snapshots the load's replays go on from, not from
+        # those it deletes first (and may take again)
+        usable = {o: v for o, v in valid.items() if o in loaded.read}
         replay = replay_partition(kept, ends, usable, targets=loaded.offsets)
         if replay.error is None:
             break
@@ -119,7 +121,7 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
     # 5: producer snapshots where the broker's load leaves them
     producers = any(len(e[0]) for e in epochs) and _has_producers(kept, ends)
     if producers or valid or corrupt:
-        out.actions.extend(_plan_snapshot_writes(part, replay, loaded.offsets, set(bases), leo))
+        out.actions.extend(_plan_snapshot_writes(part, replay, loaded, set(bases), leo))
     # only now the other snapshots go: deciding step 5 must not depend on whether a killed
     # run had already moved them (a snapshot written in step 5 is replaced by the write itself)
     after_load = set(loaded.offsets)
@@ -190,21 +192,28 @@ def _v2_batches(table, k: int, base_offset: int) -> tuple[tuple[np.ndarray, np.n
             int(last[-1]) + 1 if len(last) else base_offset)
 
 
-def _plan_snapshot_writes(part: PartitionDir, replay, targets: list[int], bases: set[int],
+def _plan_snapshot_writes(part: PartitionDir, replay, loaded: LoadedSnapshots, bases: set[int],
                           leo: int) -> list[Action]:
-    """A snapshot of the replayed producer state at each of ``targets`` that has no snapshot
-    agreeing with the log."""
+    """A snapshot of the replayed producer state where the load takes one (unless the one there
+    already holds it) and where it keeps one that contradicts the log."""
     actions = []
-    for o in targets:
+    for o in loaded.offsets:
         if o in replay.trusted:
             continue
+        path = part.path / N.segment_file_name(o, N.SNAPSHOT)
+        content = replay.states[o].to_bytes()
         where = ("the log end offset" if o == leo else f"segment base offset {o}" if o in bases
                  else f"offset {o}")
-        wrong = (f" (the one there contradicts the log: {replay.distrusted[o]})"
-                 if o in replay.distrusted else "")
-        actions.append(Action(WRITE_FILE, str(part.path / N.segment_file_name(o, N.SNAPSHOT)),
-                              f"producer state at {where} replayed from the batch headers{wrong}",
-                              content=replay.states[o].to_bytes()))
+        if o in loaded.kept:
+            why = f" (the one there contradicts the log: {replay.distrusted[o]})"
+        else:
+            fs = storage_for(path)
+            if fs.exists(path) and fs.read_bytes(path) == content:
+                continue
+            why = ", as the broker's load takes it"
+        actions.append(Action(WRITE_FILE, str(path),
+                              f"producer state at {where} replayed from the batch headers{why}",
+                              content=content))
     return actions
 
 
@@ -229,11 +238,15 @@ def _plan_leader_epochs(part: PartitionDir, epochs, leo: int, log_start: int) ->
         cache = C.load_leader_epochs(read_checkpoint_file(path, C.parse_leader_epoch_checkpoint))
     except KafkaLogError:
         cache = []
+    # the entries at or after the log end go first (the loader's truncateFromEnd): the epoch a
+    # broker started at the log end of a log it then wrote nothing to is above every batch's,
+    # and assigning theirs after it would drop the entries before it (a cleaned log's first
+    # batch is not at its epoch's start offset)
+    cache = C.truncate_epochs_from_end(cache, leo)
     for ple, base in epochs:
         for e, o in zip(ple.tolist(), base.tolist()):
             if e >= 0:
                 cache = C.assign_leader_epoch(cache, e, o)
-    cache = C.truncate_epochs_from_end(cache, leo)
     cache = C.truncate_epochs_from_start(cache, log_start)
     content = C.format_leader_epoch_checkpoint(cache).encode()
     fs = storage_for(path)
