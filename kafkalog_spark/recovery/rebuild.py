@@ -201,7 +201,9 @@ def replay_partition(segments: Sequence[Segment], ends: Sequence[int],
                 tracker = ProducerStateTracker()
                 tracker.load_snapshot(snap)
                 out.trusted.add(offset)
-        out.states[offset] = tracker.snapshot()
+        # in the order the broker's HashMap of producers writes them (the entries it loaded
+        # first, then those the replay met, by bucket)
+        out.states[offset] = tracker.snapshot(order="java_hashmap")
 
     for i, (seg, end) in enumerate(zip(segments, ends)):
         aborted: list[CompletedTxn] = []
