@@ -201,6 +201,49 @@ def test_a_missing_index_below_the_recovery_point_recovers_its_segment(tmp_path)
     assert verify(log_dir, deep=True).ok and not recover(log_dir).changed
 
 
+class Crash(BaseException):
+    """Stands for a killed process."""
+
+
+@pytest.mark.parametrize("damage", ["missing-index", "corrupt-txnindex"])
+def test_killed_at_every_step_of_a_segments_recovery_then_completed(tmp_path, damage):
+    """The files that make the load recover a segment below the recovery point are written
+    last: a run killed before leaves the next one the same plan, so the same end."""
+    log_dir = tmp_path / "logs"
+    pdir = _partition(log_dir)
+    _stopped(log_dir, 10)
+    recover(log_dir, execute_plan=True)  # the snapshots of a broker's load
+    if damage == "missing-index":
+        (pdir / N.segment_file_name(4, N.INDEX)).unlink()
+    else:
+        (pdir / N.segment_file_name(4, N.TXN_INDEX)).write_bytes(
+            TxnIndex.from_entries(4, [(PID, 2, 3, 6)]).to_bytes())
+    reference = tmp_path / "reference" / "logs"
+    shutil.copytree(log_dir, reference)
+    labels: list[str] = []
+    recover(reference, execute_plan=True, step=labels.append)
+    expected = _files(reference)
+    repaired = N.segment_file_name(4, N.INDEX if damage == "missing-index" else N.TXN_INDEX)
+    writes = [label for label in labels if label.startswith("write ")]
+    assert len(writes) >= 2 and writes[-1].endswith(repaired), labels
+    for k in range(1, len(labels) + 1):
+        work = tmp_path / f"run{k}" / "logs"
+        shutil.copytree(log_dir, work)
+        count = 0
+
+        def step(label: str) -> None:
+            nonlocal count
+            count += 1
+            if count == k:
+                raise Crash(label)
+
+        with pytest.raises(Crash):
+            recover(work, execute_plan=True, step=step)
+        recover(work, execute_plan=True)
+        assert _files(work) == expected, labels[k - 1]
+        shutil.rmtree(work.parent)
+
+
 def test_a_snapshot_the_cleaner_left_ahead_of_the_log_is_kept(tmp_path):
     """A snapshot taken at a roll knows a producer's batch the cleaner later removed (it kept
     the producer's last one): the broker goes on from its state, verify accepts it, and

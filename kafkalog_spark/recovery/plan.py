@@ -108,16 +108,21 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
         out.actions.append(Action(CUT_TAIL, str(seg.log), f"{cut[2]} at byte {cut[1]}",
                                   start=cut[1], end=seg.log_size))
     # 4: indexes; the .txnindex as the broker's load leaves it (only a segment it recovers has
-    # it rebuilt), unless missing or inconsistent with the log
+    # it rebuilt), unless missing or inconsistent with the log. Those of a segment the load's
+    # sanity check fails come last: until they are written a killed run's successor sees the
+    # same failure, so plans the same snapshots
     rebuilt = {i: failing.get(i, "") for i in (*recovered, *repaired)}
     if cut is not None:
         rebuilt.setdefault(cut[0], "")
+    indexes: dict[bool, list[Action]] = {True: [], False: []}
     for i, seg in enumerate(kept):
         with mapped_file(seg.log) as buf:
-            out.actions.extend(plan_segment_indexes(
+            indexes[i in failing].extend(plan_segment_indexes(
                 seg, buf[:ends[i]], truncated=cut is not None and i == cut[0]))
-        out.actions.extend(plan_txn_index(seg, replay.aborted[i], keep_consistent=i not in rebuilt,
-                                          bare=replay.bare[i], why=rebuilt.get(i, "")))
+        indexes[i in failing].extend(plan_txn_index(
+            seg, replay.aborted[i], keep_consistent=i not in rebuilt, bare=replay.bare[i],
+            why=rebuilt.get(i, "")))
+    out.actions.extend(indexes[False])
     # 5: producer snapshots where the broker's load leaves them
     producers = any(len(e[0]) for e in epochs) and _has_producers(kept, ends)
     if producers or valid or corrupt:
@@ -132,6 +137,7 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
         if o in loaded.deleted:
             why = f"beyond the log end offset {leo}" if o > leo else loaded.deleted[o]
             out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot {why}"))
+    out.actions.extend(indexes[True])
     # 6: leader epochs
     # with remote storage on, the broker's loader keeps the log start checkpointed below the
     # local log and truncates the epochs from the start only there: the remote offsets' epochs
