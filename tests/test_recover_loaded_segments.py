@@ -25,6 +25,7 @@ from kafkalog_spark.recovery.recover import recover
 
 from test_compaction import D, T, build_partition, cmp, rec
 from test_datasource_read import read
+from test_recover import _crash_run
 
 PID = 8
 
@@ -201,10 +202,6 @@ def test_a_missing_index_below_the_recovery_point_recovers_its_segment(tmp_path)
     assert verify(log_dir, deep=True).ok and not recover(log_dir).changed
 
 
-class Crash(BaseException):
-    """Stands for a killed process."""
-
-
 @pytest.mark.parametrize("damage", ["missing-index", "corrupt-txnindex"])
 def test_killed_at_every_step_of_a_segments_recovery_then_completed(tmp_path, damage):
     """The files that make the load recover a segment below the recovery point are written
@@ -229,16 +226,7 @@ def test_killed_at_every_step_of_a_segments_recovery_then_completed(tmp_path, da
     for k in range(1, len(labels) + 1):
         work = tmp_path / f"run{k}" / "logs"
         shutil.copytree(log_dir, work)
-        count = 0
-
-        def step(label: str) -> None:
-            nonlocal count
-            count += 1
-            if count == k:
-                raise Crash(label)
-
-        with pytest.raises(Crash):
-            recover(work, execute_plan=True, step=step)
+        _crash_run(work, k)
         recover(work, execute_plan=True)
         assert _files(work) == expected, labels[k - 1]
         shutil.rmtree(work.parent)
