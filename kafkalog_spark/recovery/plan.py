@@ -14,12 +14,14 @@ import numpy as np
 
 from ..codec.files import checkpoints as C
 from ..codec.files import naming as N
+from ..codec.files.index import read_txn_index
 from ..codec.records.scan import scan_entries
 from ..errors import KafkaLogError
-from ..log.model import PartitionDir
+from ..log.model import PartitionDir, Segment
 from ..storage import mapped_file, storage_for
 from ..storage.atomic import read_checkpoint_file
 from .actions import CUT_TAIL, QUARANTINE_FILE, WRITE_FILE, Action
+from .loader import LoadedSnapshots, loaded_snapshots, recovered_from_recovery_point
 from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
 from .validity import first_invalid_entry
 
@@ -46,9 +48,10 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
                    recovery_point: int | None = 0, tiered: bool = False) -> PartitionOutcome:
     """Plan steps 2-6 of the module docstring for one partition (swap passes already applied or
     simulated in ``part``). ``recovery_point``: its ``recovery-point-offset-checkpoint`` entry
-    (0 without one), ``None`` after a clean shutdown (the broker's load recovers no segment:
-    :func:`snapshot_offsets`). ``tiered``: part of its history is in a remote tier
-    (:mod:`kafkalog_spark.log.tiered_topics`), whose offsets keep their leader epochs."""
+    (0 without one), ``None`` after a clean shutdown (the broker's load then recovers only the
+    segments its sanity check fails: :mod:`.loader`). ``tiered``: part of its history is in a
+    remote tier (:mod:`kafkalog_spark.log.tiered_topics`), whose offsets keep their leader
+    epochs."""
     out = PartitionOutcome(part.name, str(part.path))
     for p in part.leftovers:
         if not p.name.endswith(f".{N.CHECKPOINT}.{N.DELETED}"):
@@ -60,24 +63,9 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
     if not segs:
         return out
     out.first_base = segs[0].base_offset
-    ends: list[int] = []
-    epochs: list[tuple[np.ndarray, np.ndarray]] = []  # (leader epoch, base offset) of v2 batches
-    cut: tuple[int, int, str, int | None] | None = None  # (segment, position, reason, base)
-    prev_last: int | None = None
-    for i, seg in enumerate(segs):
-        with mapped_file(seg.log) as buf:
-            found, table, k = first_invalid_entry(buf, seg.base_offset, prev_last)
-        keep = slice(0, k)
-        v2 = table.magic[keep] == 2
-        epochs.append((table.leader_epoch[keep][v2], table.offset[keep][v2]))
-        if k:
-            prev_last = int(table.last_offset[k - 1])
-        if found is not None:
-            ends.append(found[0])
-            cut = (i, found[0], found[1], found[2])
-            break
-        ends.append(seg.log_size)
+    ends, epochs, v2_ends, cut = _valid_prefix(segs)
     valid, corrupt = read_snapshots(part)
+    failing = {i: why for i, seg in enumerate(segs) if (why := load_sanity_check(seg))}
     while True:  # a marker Kafka cannot parse moves the cut earlier; replay again
         kept = segs[:len(ends)]
         leo = _log_end(kept[-1], ends[-1])
@@ -85,20 +73,25 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
         log_start = min(log_start_checkpoint if tiered
                         else max(log_start_checkpoint, out.first_base), leo)
         bases = [s.base_offset for s in kept]
-        targets = snapshot_offsets(bases, log_start, leo, recovery_point)
-        usable = {o: v for o, v in valid.items() if o <= leo}
-        replay = replay_partition(kept, ends, usable, targets=targets)
+        recovered = recovered_from_recovery_point(bases, leo, recovery_point)
+        repaired = [i for i in failing if i < len(kept)]
+        loaded = loaded_snapshots(bases, v2_ends, leo, log_start_checkpoint=log_start_checkpoint,
+                                  log_start=log_start, repaired=repaired, recovered=recovered,
+                                  clean_shutdown=recovery_point is None, existing=sorted(valid))
+        # the replay goes on from the snapshots the load's replays go on from, not from
+        # those it deletes first (and may take again)
+        usable = {o: v for o, v in valid.items() if o in loaded.read}
+        replay = replay_partition(kept, ends, usable, targets=loaded.offsets)
         if replay.error is None:
             break
         i, pos = replay.error_segment, replay.error.position or 0
         ends = ends[:i + 1]
         ends[i] = pos
-        epochs = epochs[:i + 1]
+        epochs, v2_ends = epochs[:i + 1], v2_ends[:i + 1]
         cut = (i, pos, replay.error.reason, replay.error.base_offset)
         with mapped_file(segs[i].log) as buf:
             t = scan_entries(buf, end=pos)
-        v2 = t.magic == 2
-        epochs[i] = (t.leader_epoch[v2], t.offset[v2])
+        epochs[i], v2_ends[i] = _v2_batches(t, len(t), segs[i].base_offset)
     out.log_end = leo
     # 3: later segments (index files first), snapshots beyond the end, then the tail
     if cut is not None:
@@ -114,31 +107,37 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
         seg = segs[cut[0]]
         out.actions.append(Action(CUT_TAIL, str(seg.log), f"{cut[2]} at byte {cut[1]}",
                                   start=cut[1], end=seg.log_size))
-    # 4: indexes
+    # 4: indexes; the .txnindex as the broker's load leaves it (only a segment it recovers has
+    # it rebuilt), unless missing or inconsistent with the log. Those of a segment the load's
+    # sanity check fails come last: until they are written a killed run's successor sees the
+    # same failure, so plans the same snapshots
+    rebuilt = {i: failing.get(i, "") for i in (*recovered, *repaired)}
+    if cut is not None:
+        rebuilt.setdefault(cut[0], "")
+    indexes: dict[bool, list[Action]] = {True: [], False: []}
     for i, seg in enumerate(kept):
         with mapped_file(seg.log) as buf:
-            out.actions.extend(plan_segment_indexes(
+            indexes[i in failing].extend(plan_segment_indexes(
                 seg, buf[:ends[i]], truncated=cut is not None and i == cut[0]))
-        out.actions.extend(plan_txn_index(seg, replay.aborted[i]))
-    # 5: producer snapshots at the segment bases above the log start and at the log end
+        indexes[i in failing].extend(plan_txn_index(
+            seg, replay.aborted[i], keep_consistent=i not in rebuilt, bare=replay.bare[i],
+            why=rebuilt.get(i, "")))
+    out.actions.extend(indexes[False])
+    # 5: producer snapshots where the broker's load leaves them
     producers = any(len(e[0]) for e in epochs) and _has_producers(kept, ends)
     if producers or valid or corrupt:
-        out.actions.extend(_plan_snapshot_writes(part, replay, targets, leo))
+        out.actions.extend(_plan_snapshot_writes(part, replay, loaded, set(bases), leo))
     # only now the other snapshots go: deciding step 5 must not depend on whether a killed
     # run had already moved them (a snapshot written in step 5 is replaced by the write itself)
+    after_load = set(loaded.offsets)
     for o, (p, why) in sorted(corrupt.items()):
-        if o not in targets:
+        if o not in after_load:
             out.actions.append(Action(QUARANTINE_FILE, str(p), f"corrupt producer snapshot: {why}"))
     for o, (p, _) in sorted(valid.items()):
-        why = (f"beyond the log end offset {leo}" if o > leo else
-               f"at or below the log start offset {log_start} (the loader's "
-               "ProducerStateManager.truncateAndReload deletes it)" if o <= log_start else
-               "at no segment's base offset (the loader's removeStraySnapshots deletes it)"
-               if o not in bases and o != leo else
-               f"that contradicts the log: {replay.distrusted[o]}"
-               if o in replay.distrusted and o not in targets else None)
-        if why is not None:
+        if o in loaded.deleted:
+            why = f"beyond the log end offset {leo}" if o > leo else loaded.deleted[o]
             out.actions.append(Action(QUARANTINE_FILE, str(p), f"producer snapshot {why}"))
+    out.actions.extend(indexes[True])
     # 6: leader epochs
     # with remote storage on, the broker's loader keeps the log start checkpointed below the
     # local log and truncates the epochs from the start only there: the remote offsets' epochs
@@ -147,37 +146,80 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
     return out
 
 
-def snapshot_offsets(bases: list[int], log_start: int, log_end: int,
-                     recovery_point: int | None = 0) -> list[int]:
-    """Where a broker's load writes producer snapshots (above the log start offset only: it
-    deletes those at or below it, ``ProducerStateManager.truncateAndReload``): at the log end
-    offset, and after a crash at the base offset of every segment holding offsets at or after
-    the recovery point — ``LogLoader.recoverSegment`` recovers those and takes a snapshot at
-    each one's start and end. ``recovery_point`` ``None``: a clean shutdown, no segment is
-    recovered. (A recovery point at the log end: nothing is unflushed, none is written.) The
-    other snapshots a broker keeps are those at segment bases; the rest are strays
-    (``removeStraySnapshots``)."""
-    ends = [*bases[1:], log_end]
-    recovered = [] if recovery_point is None else [
-        b for b, end in zip(bases, ends) if end > recovery_point]
-    return sorted({b for b in recovered if b > log_start}
-                  | ({log_end} if log_end > log_start else set()))
+def load_sanity_check(seg: Segment) -> str | None:
+    """Why the broker's load recovers ``seg`` whatever the recovery point
+    (``LogSegment.sanityCheck`` in ``LogLoader.loadSegmentFiles``), or ``None``: its ``.index``
+    is missing, or its ``.txnindex`` has an entry ending below the base offset
+    (``TransactionIndex.sanityCheck``) or of a version Kafka does not know (which fails the
+    load: recovering the segment is what makes it load)."""
+    if seg.index is None:
+        return "its .index is missing"
+    if seg.txnindex is None:
+        return None
+    try:
+        with mapped_file(seg.txnindex) as buf:
+            read_txn_index(buf, seg.base_offset, file=str(seg.txnindex)).sanity_check(
+                str(seg.txnindex))
+    except KafkaLogError as exc:
+        return f"its .txnindex fails the load's sanity check ({exc.reason})"
+    return None
 
 
-def _plan_snapshot_writes(part: PartitionDir, replay, targets: list[int], leo: int
-                          ) -> list[Action]:
-    """A snapshot of the replayed producer state at each of ``targets`` that has no snapshot
-    agreeing with the log."""
+def _valid_prefix(segs: list[Segment]):
+    """Step 3's walk: each segment's valid bytes up to the first invalid entry, the leader
+    epochs and base offsets of its v2 batches, the offset after its last v2 batch, and the cut
+    ``(segment, position, reason, base offset)`` (``None`` when all is valid)."""
+    ends: list[int] = []
+    epochs: list[tuple[np.ndarray, np.ndarray]] = []  # (leader epoch, base offset) of v2 batches
+    v2_ends: list[int] = []
+    prev_last: int | None = None
+    for i, seg in enumerate(segs):
+        with mapped_file(seg.log) as buf:
+            found, table, k = first_invalid_entry(buf, seg.base_offset, prev_last)
+        e, v2_end = _v2_batches(table, k, seg.base_offset)
+        epochs.append(e)
+        v2_ends.append(v2_end)
+        if k:
+            prev_last = int(table.last_offset[k - 1])
+        if found is not None:
+            ends.append(found[0])
+            return ends, epochs, v2_ends, (i, found[0], found[1], found[2])
+        ends.append(seg.log_size)
+    return ends, epochs, v2_ends, None
+
+
+def _v2_batches(table, k: int, base_offset: int) -> tuple[tuple[np.ndarray, np.ndarray], int]:
+    """``((leader epochs, base offsets), offset after the last)`` of the v2 batches among a
+    scan's first ``k`` entries (the segment's base offset when it has none: where
+    ``LogSegment.recover`` leaves the producer state's map end)."""
+    v2 = table.magic[:k] == 2
+    last = table.last_offset[:k][v2]
+    return ((table.leader_epoch[:k][v2], table.offset[:k][v2]),
+            int(last[-1]) + 1 if len(last) else base_offset)
+
+
+def _plan_snapshot_writes(part: PartitionDir, replay, loaded: LoadedSnapshots, bases: set[int],
+                          leo: int) -> list[Action]:
+    """A snapshot of the replayed producer state where the load takes one (unless the one there
+    already holds it) and where it keeps one that contradicts the log."""
     actions = []
-    for o in targets:
+    for o in loaded.offsets:
         if o in replay.trusted:
             continue
-        where = "the log end offset" if o == leo else f"segment base offset {o}"
-        wrong = (f" (the one there contradicts the log: {replay.distrusted[o]})"
-                 if o in replay.distrusted else "")
-        actions.append(Action(WRITE_FILE, str(part.path / N.segment_file_name(o, N.SNAPSHOT)),
-                              f"producer state at {where} replayed from the batch headers{wrong}",
-                              content=replay.states[o].to_bytes()))
+        path = part.path / N.segment_file_name(o, N.SNAPSHOT)
+        content = replay.states[o].to_bytes()
+        where = ("the log end offset" if o == leo else f"segment base offset {o}" if o in bases
+                 else f"offset {o}")
+        if o in loaded.kept:
+            why = f" (the one there contradicts the log: {replay.distrusted[o]})"
+        else:
+            fs = storage_for(path)
+            if fs.exists(path) and fs.read_bytes(path) == content:
+                continue
+            why = ", as the broker's load takes it"
+        actions.append(Action(WRITE_FILE, str(path),
+                              f"producer state at {where} replayed from the batch headers{why}",
+                              content=content))
     return actions
 
 
@@ -202,11 +244,15 @@ def _plan_leader_epochs(part: PartitionDir, epochs, leo: int, log_start: int) ->
         cache = C.load_leader_epochs(read_checkpoint_file(path, C.parse_leader_epoch_checkpoint))
     except KafkaLogError:
         cache = []
+    # the entries at or after the log end go first (the loader's truncateFromEnd): the epoch a
+    # broker started at the log end of a log it then wrote nothing to is above every batch's,
+    # and assigning theirs after it would drop the entries before it (a cleaned log's first
+    # batch is not at its epoch's start offset)
+    cache = C.truncate_epochs_from_end(cache, leo)
     for ple, base in epochs:
         for e, o in zip(ple.tolist(), base.tolist()):
             if e >= 0:
                 cache = C.assign_leader_epoch(cache, e, o)
-    cache = C.truncate_epochs_from_end(cache, leo)
     cache = C.truncate_epochs_from_start(cache, log_start)
     content = C.format_leader_epoch_checkpoint(cache).encode()
     fs = storage_for(path)

@@ -8,7 +8,9 @@ rewriting. A file is rewritten only when it is missing (with content to hold), i
 truncated, or :mod:`~kafkalog_spark.inspect.verify` finds it inconsistent with the log — or always
 with ``force``. A valid index a broker wrote is therefore kept even where its entries differ
 from recovery's (a broker restarted mid-segment, §9.5), which keeps repairs minimal and a second
-run a no-op.
+run a no-op; so is a cleaned segment's ``.txnindex``, whose entries for transactions the cleaner
+removed the data of no replay gives — except in a segment a broker's load recovers
+(:mod:`.loader`), where ``recover`` writes what ``LogSegment.recover`` writes.
 
 :func:`rebuild_indexes` is ``kafkalog rebuild-index``: a dry run unless ``execute``.
 """
@@ -29,7 +31,7 @@ from ..codec.files.snapshot import (CompletedTxn, ProducerSnapshot, ProducerStat
                                     read_snapshot)
 from ..codec.records.scan import scan_entries
 from ..errors import KafkaLogError
-from ..inspect.verify_partitions import compare_snapshot
+from ..inspect.verify_partitions import compare_snapshot, compare_txn_index
 from ..inspect.verify_segments import ERROR, Problem, check_offset_index, check_time_index
 from ..log.discovery import discover
 from ..log.model import PartitionDir, Segment
@@ -102,9 +104,19 @@ def plan_segment_indexes(seg: Segment, data: np.ndarray, *, truncated: bool = Fa
     return actions
 
 
-def plan_txn_index(seg: Segment, aborted: Sequence[CompletedTxn]) -> list[Action]:
-    """Action writing ``.txnindex`` when it differs from the aborted transactions the segment's
-    markers close (no file is created for a segment without aborts)."""
+def plan_txn_index(seg: Segment, aborted: Sequence[CompletedTxn], *,
+                   keep_consistent: bool = False, bare: Sequence[tuple[int, int]] = (),
+                   why: str = "") -> list[Action]:
+    """Action writing ``.txnindex`` as ``LogSegment.recover`` rebuilds it — the aborted
+    transactions the segment's markers close — when it differs (no file is created for a
+    segment without aborts).
+
+    With ``keep_consistent`` (a segment the broker's load does not recover) a file that
+    :func:`~kafkalog_spark.inspect.verify_partitions.compare_txn_index` finds consistent with
+    the log is kept as it is: the cleaner's entries for transactions whose data it removed
+    (``bare``: the segment's ABORT markers that closed no open transaction) make it differ
+    from a rebuilt one, and only a segment's recovery drops them. ``why``: what made the
+    broker's load recover the segment, for the reason."""
     expected = TxnIndex.from_entries(seg.base_offset, [(t.producer_id, t.first_offset, t.last_offset,
                                                         t.last_stable_offset) for t in aborted])
     content = expected.to_bytes()
@@ -114,8 +126,16 @@ def plan_txn_index(seg: Segment, aborted: Sequence[CompletedTxn]) -> list[Action
         return []
     if not fs.exists(path) and not content:
         return []
-    return [Action(WRITE_FILE, str(path), f"aborted transactions of the segment's markers "
-                   f"({len(expected)} entries)", content=content)]
+    if keep_consistent:
+        problems = compare_txn_index(seg, list(aborted), bare)
+        if not problems:
+            return []
+        reason = (f"{problems[0].message}; rebuilt from the segment's markers "
+                  f"({len(expected)} entries)")
+    else:
+        reason = (f"aborted transactions of the segment's markers ({len(expected)} entries), "
+                  "as the segment's recovery rebuilds it" + (f" ({why})" if why else ""))
+    return [Action(WRITE_FILE, str(path), reason, content=content)]
 
 
 # --- producer state replay ---------------------------------------------------------------------
@@ -126,6 +146,8 @@ class Replay:
     """Producer state replayed over a partition's kept data."""
 
     aborted: list[list[CompletedTxn]] = field(default_factory=list)  # per segment
+    # per segment: (producer id, offset) of ABORT markers that closed no open transaction
+    bare: list[list[tuple[int, int]]] = field(default_factory=list)
     states: dict[int, ProducerSnapshot] = field(default_factory=dict)  # offset -> state there
     trusted: set[int] = field(default_factory=set)  # snapshots that agree with the log
     distrusted: dict[int, str] = field(default_factory=dict)  # snapshot offset -> why not
@@ -179,10 +201,13 @@ def replay_partition(segments: Sequence[Segment], ends: Sequence[int],
                 tracker = ProducerStateTracker()
                 tracker.load_snapshot(snap)
                 out.trusted.add(offset)
-        out.states[offset] = tracker.snapshot()
+        # in the order the broker's HashMap of producers writes them (the entries it loaded
+        # first, then those the replay met, by bucket)
+        out.states[offset] = tracker.snapshot(order="java_hashmap")
 
     for i, (seg, end) in enumerate(zip(segments, ends)):
         aborted: list[CompletedTxn] = []
+        bare: list[tuple[int, int]] = []
         with mapped_file(seg.log) as buf:
             data = buf[:end]
             table = scan_entries(data)
@@ -197,13 +222,18 @@ def replay_partition(segments: Sequence[Segment], ends: Sequence[int],
                     out.error, out.error_segment = exc, i
                     return out
                 lo = k
+                bare += tracker.bare_aborts  # mark() may start a new tracker
+                tracker.bare_aborts = []
                 mark(offset)
             try:
                 aborted += tracker.apply_entries(data, table, lo, len(table), file=str(seg.log))
             except KafkaLogError as exc:
                 out.error, out.error_segment = exc, i
                 return out
+        bare += tracker.bare_aborts
+        tracker.bare_aborts = []
         out.aborted.append(aborted)
+        out.bare.append(bare)
     return out
 
 
@@ -285,8 +315,9 @@ def rebuild_indexes(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[s
             replay = replay_partition(part.segments, ends, valid)
             if replay.error is not None:
                 report.notes.append(f"transaction index not rebuilt: {replay.error}")
-            for seg, aborted in zip(part.segments, replay.aborted):
-                by_log_dir.setdefault(part.path.parent, []).extend(plan_txn_index(seg, aborted))
+            for seg, aborted, bare in zip(part.segments, replay.aborted, replay.bare):
+                by_log_dir.setdefault(part.path.parent, []).extend(
+                    plan_txn_index(seg, aborted, keep_consistent=not force, bare=bare))
     for acts in by_log_dir.values():
         report.actions.extend(acts)
     if execute_plan:

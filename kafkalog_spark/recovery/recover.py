@@ -12,15 +12,20 @@ point is completed by the next run, and a second run of a finished one plans not
    range, a transaction marker Kafka cannot parse — and, like ``recoverLog`` (§12.4), move every
    later segment into the quarantine, then copy the cut tail there and truncate (later
    segments first: a run killed after the cut must not find them valid and keep them);
-4. rebuild ``.index``/``.timeindex`` where missing, inconsistent or truncated, and ``.txnindex``
-   from the ABORT markers (§12.5, :mod:`~kafkalog_spark.recovery.rebuild`);
-5. producer snapshots where a broker's load leaves them (§12.7): write the replayed state,
-   where no snapshot agrees with the log, at the log end offset and — without the
-   clean-shutdown marker — at the base of every segment from the one holding the recovery
-   point on (``LogLoader.recoverSegment`` takes one after each segment it recovers), all above
-   the log start offset; then quarantine corrupt ones and those beyond the new log end, at or
-   below the log start (``truncateAndReload``), at no segment base (``removeStraySnapshots``)
-   or contradicting the log;
+4. rebuild ``.index``/``.timeindex`` where missing, inconsistent or truncated (§12.5,
+   :mod:`~kafkalog_spark.recovery.rebuild`); ``.txnindex`` from the ABORT markers in the
+   segments a broker's load recovers (:mod:`~kafkalog_spark.recovery.loader`: without the
+   clean-shutdown marker those from the one holding the recovery point on, and any whose
+   ``.index`` is missing or whose ``.txnindex`` fails the load's sanity check) and the cut one;
+   in the others only where missing or inconsistent with the markers — a cleaned segment keeps
+   the entries the cleaner copied for transactions whose data it removed;
+5. producer snapshots where a broker's load leaves them (§12.7,
+   :mod:`~kafkalog_spark.recovery.loader`): write the replayed state where no snapshot agrees
+   with the log — at the log end offset, at the base and end of every segment the load
+   recovers, and at the last two segment bases its producer-state rebuilds pass —, then
+   quarantine corrupt ones and those the load deletes: beyond the new log end, at or below the
+   log start or above a recovered segment's base (``truncateAndReload``), at no segment base
+   (``removeStraySnapshots``);
 6. ``leader-epoch-checkpoint`` from the batch headers (``assign``, truncated at the log end and
    the log start, §11.2);
 
@@ -31,8 +36,11 @@ start when out of range.
 Deliberate differences from a broker: nothing is deleted — every removed byte is moved to the
 quarantine with a manifest (:mod:`~kafkalog_spark.recovery.quarantine`); a batch whose offsets
 do not increase cuts the log at that batch (Kafka empties the whole segment); every segment is
-checked, not only those after the recovery point; a log-start checkpoint beyond the log end is
-capped (Kafka deletes every segment). ``-delete`` dirs and the KRaft metadata log are not
+checked, not only those after the recovery point, and below it an index file missing or
+inconsistent with the log is repaired (the load leaves it: an empty ``.timeindex``, no
+``.txnindex``), while one consistent with it is kept byte for byte; a recovery point at the log
+end recovers no segment (a broker recovers the active one); a log-start checkpoint beyond the
+log end is capped (Kafka deletes every segment). ``-delete`` dirs and the KRaft metadata log are not
 touched. A tiered partition (tiered storage, :mod:`kafkalog_spark.log.tiered_topics`) is
 recovered as the broker's loader does with remote storage on: its log start offset stays the
 checkpointed one, below its local log, and its leader epochs are truncated from the start only
