@@ -103,14 +103,10 @@ def _zstd_decode(zstandard: Any, view: memoryview, _magic: int, max_size: int,
         if bound <= budget:
             # decoded in place into room for the bound, which the library cannot exceed; a
             # one-shot decompress() would allocate the bound (128 KiB a block) every call
-            target = sink.reserve(bound)
-            got = 0
+            # one readinto: it returns at the frame's end or when the room is full (the walk
+            # above checked the frame is whole)
             with dctx.stream_reader(frame, read_size=len(frame)) as reader:
-                while got < bound:
-                    n = reader.readinto(target[got:])
-                    if n == 0:
-                        break
-                    got += n
+                got = reader.readinto(sink.reserve(bound))
             sink.commit(got)
         else:
             got = _zstd_read_bounded(dctx, frame, budget, max_size, location, sink)

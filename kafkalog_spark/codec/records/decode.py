@@ -301,15 +301,15 @@ class _Decoder(_ChunkColumns):
                 continue
             if sink.size >= CHUNK_DECOMPRESSED_BYTES:
                 return k, sink.data()
-            loc = self.location(p, entries.offset[e])
             before = sink.size
             try:
                 lo, hi = ((p + L.RECORDS_OFFSET, p + n) if magic == 2
-                          else wrapper_value_range(self.buf, p, magic, loc))
-                decompress_into(sink, codec, self._view[lo:hi], magic=magic, max_size=limit,
-                                location=loc)
-            except KafkaLogError as exc:
-                self._reject(errors, entries, e, exc)
+                          else wrapper_value_range(self.buf, p, magic,
+                                                    self.location(p, entries.offset[e])))
+                decompress_into(sink, codec, self._view[lo:hi], magic=magic, max_size=limit)
+            except KafkaLogError as exc:  # located here: a Location per batch costs ~1 us
+                self._reject(errors, entries, e,
+                             type(exc)(exc.reason, self.location(p, entries.offset[e])))
                 continue
             units.start[k], units.end[k] = before, sink.size
         return len(idx), sink.data()
