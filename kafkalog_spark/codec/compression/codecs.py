@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kafkalog_spark.codec.compression.framings import (_gzip_decode, _gzip_encode, _lz4_decode,
-                                                       _lz4_encode, _snappy_decode, _snappy_encode)
+from kafkalog_spark.codec.compression.framings import (LZ4_KAFKA_BLOCK_SIZE, _gzip_decode,
+                                                       _gzip_encode, _lz4_decode, _lz4_encode,
+                                                       _snappy_decode, _snappy_encode)
 from kafkalog_spark.codec.compression.sink import Sink
 from kafkalog_spark.codec.compression.zstd import _zstd_decode, _zstd_encode
 from kafkalog_spark.codec.layout import (CODEC_GZIP, CODEC_LZ4, CODEC_NAMES, CODEC_NONE,
@@ -173,6 +174,25 @@ def decompress_into(sink: Sink, codec: int, data: Any, *, magic: int = 2,
             location,
         ) from exc
     return sink.size - before
+
+
+def lz4_block_decoder(location: Location | None = None) -> Callable[[memoryview, Sink], int]:
+    """A decoder of one compressed lz4 block of at most 64 KiB (what
+    :func:`~.framings.lz4_single_blocks` finds) appended to a sink; returns its size. Errors
+    are those :func:`decompress_into` raises for the same frame."""
+    _, block_into, _ = _import_codec(CODEC_LZ4, location)
+
+    def decode(block: memoryview, sink: Sink) -> int:
+        try:
+            n = block_into(block, sink.reserve(LZ4_KAFKA_BLOCK_SIZE),
+                           output_len=LZ4_KAFKA_BLOCK_SIZE)
+        except Exception as exc:
+            raise CompressionError(
+                f"lz4 payload does not decompress: {type(exc).__name__}: {exc}") from exc
+        sink.commit(n)
+        return n
+
+    return decode
 
 
 def compress(codec: int, data: Any, *, magic: int = 2, level: int | None = None) -> bytes:

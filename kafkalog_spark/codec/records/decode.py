@@ -286,7 +286,8 @@ class _Decoder(_ChunkColumns):
         todo = np.nonzero(units.compressed)[0]
         if not len(todo):
             return len(idx), _EMPTY
-        from ..compression.codecs import decompress_into
+        from ..compression.codecs import decompress_into, lz4_block_decoder
+        from ..compression.framings import LZ4_KAFKA_BLOCK_SIZE, lz4_single_blocks
         from ..compression.sink import Sink
 
         e_all = idx[todo]
@@ -294,15 +295,29 @@ class _Decoder(_ChunkColumns):
         # producers' payloads compress 2-5x: room for 4x, grown (kept) if that is short
         sink = Sink(min(int(size.sum()) * 4, CHUNK_DECOMPRESSED_BYTES))
         limit = self.options.max_decompressed
-        for k, e, p, n, magic, codec in zip(todo.tolist(), e_all.tolist(), pos.tolist(),
-                                            size.tolist(), entries.magic[e_all].tolist(),
-                                            entries.codec[e_all].tolist()):
+        magics, codecs = entries.magic[e_all], entries.codec[e_all]
+        # Kafka's one-block lz4 frames (small batches) found for all at once, decoded by one
+        # library call each; a block can hold more than `limit` only when limit < 64 KiB
+        lz4_v2 = (magics == 2) & (codecs == L.CODEC_LZ4) & (limit >= LZ4_KAFKA_BLOCK_SIZE)
+        blocks = np.full(len(todo), -1, np.int64)
+        if lz4_v2.any():
+            blocks[lz4_v2] = lz4_single_blocks(self.buf, pos[lz4_v2] + L.RECORDS_OFFSET,
+                                               pos[lz4_v2] + size[lz4_v2])
+        lz4_block = None
+        for k, e, p, n, magic, codec, block in zip(todo.tolist(), e_all.tolist(), pos.tolist(),
+                                                   size.tolist(), magics.tolist(),
+                                                   codecs.tolist(), blocks.tolist()):
             if e in errors:
                 continue
             if sink.size >= CHUNK_DECOMPRESSED_BYTES:
                 return k, sink.data()
             before = sink.size
             try:
+                if block >= 0:
+                    lz4_block = lz4_block or lz4_block_decoder(self.location(p, entries.offset[e]))
+                    lz4_block(self._view[block:p + n - 4], sink)
+                    units.start[k], units.end[k] = before, sink.size
+                    continue
                 lo, hi = ((p + L.RECORDS_OFFSET, p + n) if magic == 2
                           else wrapper_value_range(self.buf, p, magic,
                                                     self.location(p, entries.offset[e])))
