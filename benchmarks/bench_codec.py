@@ -8,6 +8,16 @@ runs on the first ``--slow-records`` records only; its records/s is still a like
 
     .venv/bin/python benchmarks/bench_codec.py                 # full run, markdown table
     .venv/bin/python benchmarks/bench_codec.py --records 100000 --repeat 1   # quick look
+
+``--compare OLD NEW`` times decoding only, under two checkouts of the project side by side:
+one long-lived worker process per checkout (``PYTHONPATH`` set to it), both decoding the same
+encoded bytes, the parent asking them in turn for one timed decode at a time (``--repeat``
+rounds, the order flipping every round) so that load from other processes hits both alike;
+prints best and median ns per record and NEW/OLD, for the ``value`` column alone (what a
+pruned Spark scan decodes) and for every column with headers (the table above)::
+
+    git worktree add /tmp/before <commit>
+    .venv/bin/python benchmarks/bench_codec.py --compare /tmp/before . --records 300000 --repeat 15
 """
 
 from __future__ import annotations
@@ -15,8 +25,13 @@ from __future__ import annotations
 import argparse
 import os
 import platform
+import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -107,7 +122,14 @@ def main() -> None:
     ap.add_argument("--batch-records", type=int, default=150)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--codecs", default=",".join(CODECS))
+    ap.add_argument("--compare", nargs=2, metavar=("OLD", "NEW"),
+                    help="decode times under two checkouts, side by side")
+    ap.add_argument("--serve", help=argparse.SUPPRESS)  # a --compare worker over this folder
     args = ap.parse_args()
+    if args.serve:
+        return serve(Path(args.serve))
+    if args.compare:
+        return compare(args)
 
     import aiokafka.record.default_records as aio_default
     import aiokafka.record.memory_records as aio_memory
@@ -180,6 +202,81 @@ def main() -> None:
         print(f"\nCRC verify, uncompressed, {n_batches:,} batches: kafkalog_spark "
               f"{ours_gbs:.2f} GB/s, aiokafka validate_crc {aio_gbs:.2f} GB/s "
               f"({ours_gbs / aio_gbs:.1f}x)")
+
+
+# --- --compare: two checkouts side by side ----------------------------------------------------
+
+DECODES = {"value": dict(columns=("value",)), "all": dict(include_headers=True)}
+
+
+def serve(folder: Path) -> None:
+    """A --compare worker: for each line ``<codec> <columns>`` on stdin, decode
+    ``folder/<codec>.bin`` once (after one untimed warm-up per pair) and print the seconds."""
+    from kafkalog_spark.codec.records.decode import DecodeOptions, decode_to_table
+
+    cache: dict[str, bytes] = {}
+    for line in sys.stdin:
+        codec, cols = line.split()
+        data = cache.get(codec)
+        if data is None:
+            data = cache[codec] = (folder / f"{codec}.bin").read_bytes()
+            for kwargs in DECODES.values():
+                decode_to_table(data, topic="t", partition=0, options=DecodeOptions(**kwargs))
+        options = DecodeOptions(**DECODES[cols])
+        t0 = time.perf_counter()
+        decode_to_table(data, topic="t", partition=0, options=options)
+        print(time.perf_counter() - t0, flush=True)
+
+
+def compare(args: argparse.Namespace) -> None:
+    from kafkalog_spark.codec import layout as L
+    from kafkalog_spark.codec.records.encode import encode_record_batches
+
+    trees = {"OLD": str(Path(args.compare[0]).resolve()), "NEW": str(Path(args.compare[1]).resolve())}
+    codecs = args.codecs.split(",")
+    folder = Path(tempfile.mkdtemp(prefix="bench-codec-"))
+    table = make_table(args.records)
+    for codec in codecs:
+        (folder / f"{codec}.bin").write_bytes(bytes(encode_record_batches(
+            table, codec=L.CODEC_IDS[codec], max_batch_records=args.batch_records).data))
+    workers = {name: subprocess.Popen(
+        [sys.executable, __file__, "--serve", str(folder)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": tree})
+        for name, tree in trees.items()}
+    times: dict[tuple[str, str, str], list[float]] = {}
+    try:
+        for r in range(args.repeat):
+            for codec in codecs:
+                for cols in DECODES:
+                    for name in (("OLD", "NEW") if r % 2 == 0 else ("NEW", "OLD")):
+                        w = workers[name]
+                        w.stdin.write(f"{codec} {cols}\n")
+                        w.stdin.flush()
+                        times.setdefault((codec, cols, name), []).append(
+                            float(w.stdout.readline()))
+    finally:
+        for w in workers.values():
+            w.stdin.close()
+            w.wait()
+        for f in folder.iterdir():
+            f.unlink()
+        folder.rmdir()
+    print(f"machine: {platform.machine()}, {os.cpu_count()} cores; python "
+          f"{platform.python_version()}; load average {os.getloadavg()[0]:.2f} at the end")
+    print(f"OLD = {trees['OLD']}, NEW = {trees['NEW']}; {args.records:,} records x (16-byte key, "
+          f"100-byte value), {args.batch_records} records per batch; {args.repeat} alternating "
+          f"rounds\n")
+    print("| codec | columns | OLD ns/rec best | NEW ns/rec best | NEW/OLD best "
+          "| OLD median | NEW median | NEW/OLD median |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for codec in codecs:
+        for cols in DECODES:
+            old, new = times[(codec, cols, "OLD")], times[(codec, cols, "NEW")]
+            ob, nb = min(old) / args.records * 1e9, min(new) / args.records * 1e9
+            om = statistics.median(old) / args.records * 1e9
+            nm = statistics.median(new) / args.records * 1e9
+            print(f"| {codec} | {cols} | {ob:.1f} | {nb:.1f} | {nb / ob:.2f} | {om:.1f} "
+                  f"| {nm:.1f} | {nm / om:.2f} |")
 
 
 def _payloads(data: bytes) -> list[memoryview]:

@@ -27,9 +27,15 @@ targets: kafkalog ≥ 0.95× the ceiling shipping the same columns in every row,
     .venv/bin/python benchmarks/bench_datasource_ceiling.py --task-times   # where the gap is
 
 ``--task-times`` times, inside the Python workers, how long each task's ``read()`` generator
-takes to produce its batches (the source's own work, without Spark consuming them) for
-``kafkalog pruned`` and ``ceiling pruned`` on the 2-column query: what a decoding source adds
-to a source that decodes nothing, next to the whole query's time.
+takes to produce its batches (the source's own work, without Spark consuming them; wall and
+the thread's CPU time) for ``kafkalog pruned`` and ``ceiling pruned`` on the 2-column query,
+for each codec: what a decoding source adds to a source that decodes nothing, next to the
+whole query's time; then the same reads outside Spark (the driver's Python calling the
+reader's ``read`` on each partition), the per-row cost a worker would have alone.
+``--batch-records`` sets the records per Kafka batch (default 10,000; producers write ~150
+records of this size per 16 KiB batch)::
+
+    .venv/bin/python benchmarks/bench_datasource_ceiling.py --task-times --codecs none,lz4,zstd --batch-records 150
 """
 
 from __future__ import annotations
@@ -114,20 +120,24 @@ class IpcReader(DataSourceReader):
 # --- task times: each read() generator's own time, inside the Python workers ---------------
 
 def _timed(batches: Iterator[pa.RecordBatch], tag: str, log: str) -> Iterator[pa.RecordBatch]:
-    produce, rows, t0 = 0.0, 0, time.perf_counter()
+    produce, cpu, rows, t0 = 0.0, 0.0, 0, time.perf_counter()
     it = iter(batches)
     while True:
-        s = time.perf_counter()
+        s, c = time.perf_counter(), time.thread_time()
         try:
             b = next(it)
         except StopIteration:
             produce += time.perf_counter() - s
+            cpu += time.thread_time() - c
             break
         produce += time.perf_counter() - s
+        cpu += time.thread_time() - c
         rows += b.num_rows
         yield b
+    package = Path(kl.__file__).parent.parent  # the checkout the worker imported
     with open(log, "a") as f:
-        f.write(f"{tag} {produce:.6f} {time.perf_counter() - t0:.6f} {rows}\n")
+        f.write(f"{tag} {produce:.6f} {time.perf_counter() - t0:.6f} {rows} {cpu:.6f} "
+                f"{package}\n")
 
 
 def timed_sources(log: str) -> list[type]:
@@ -148,9 +158,10 @@ def timed_sources(log: str) -> list[type]:
             timed_reader(ArrowIpcSource, "arrowipc_timed", "ceiling")]
 
 
-def task_times(spark, logs: str, ipc: str, repeat: int, log: str) -> list[str]:
-    for src in timed_sources(log):
-        spark.dataSource.register(src)
+WORKER_PACKAGES: set[str] = set()
+
+
+def task_times(spark, codec: str, logs: str, ipc: str, repeat: int, log: str) -> list[str]:
     frames = {"kafkalog": spark.read.format("kafkalog_timed").schema(VALUE_DDL).load(logs),
               "ceiling": spark.read.format("arrowipc_timed").schema(VALUE_DDL).load(ipc)}
     for df in frames.values():
@@ -160,13 +171,37 @@ def task_times(spark, logs: str, ipc: str, repeat: int, log: str) -> list[str]:
     lines = [x.split() for x in open(log).read().splitlines()]
     out = []
     for k in frames:
-        mine = [(float(p), float(w), int(n)) for tag, p, w, n in lines if tag == k]
-        produce = statistics.median(p for p, _, _ in mine)
-        wall = statistics.median(w for _, w, _ in mine)
-        rows = statistics.median(n for _, _, n in mine)
-        out.append(f"| {k} pruned | {best[k]:.3f} | {len(mine) // repeat} | {rows:,.0f} | "
-                   f"{produce * 1e3:.1f} | {produce / rows * 1e9:.0f} | {wall * 1e3:.1f} |")
+        mine = [(float(p), float(w), int(n), float(c)) for tag, p, w, n, c, _ in lines
+                if tag == k]
+        WORKER_PACKAGES.update(x[5] for x in lines)
+        produce = statistics.median(p for p, _, _, _ in mine)
+        wall = statistics.median(w for _, w, _, _ in mine)
+        rows = statistics.median(n for _, _, n, _ in mine)
+        cpu = statistics.median(c for _, _, _, c in mine)
+        out.append(f"| {codec} | {k} pruned | {best[k]:.3f} | {len(mine) // repeat} | "
+                   f"{rows:,.0f} | {produce * 1e3:.1f} | {produce / rows * 1e9:.0f} | "
+                   f"{cpu / rows * 1e9:.0f} | {wall * 1e3:.1f} |")
     return out
+
+
+def outside_spark(spark, logs: str, repeat: int) -> tuple[float, float, float]:
+    """Best and median wall and median CPU ns per row of the very reads a pruned kafkalog
+    query's tasks run (the same reader, partitions and ``read``), here in the driver's Python,
+    one at a time."""
+    from kafkalog_spark.datasource import KafkaLogDataSource
+
+    schema = spark.read.format("kafkalog").schema(VALUE_DDL).load(logs).schema
+    reader = KafkaLogDataSource({"path": logs}).reader(schema)
+    parts = reader.partitions()
+    times, cpu, rows = [], [], 0
+    for _ in range(repeat + 1):  # the first: warm-up
+        t0, c0, rows = time.perf_counter(), time.thread_time(), 0
+        for part in parts:
+            rows += sum(b.num_rows for b in reader.read(part))
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.thread_time() - c0)
+    return (min(times[1:]) / rows * 1e9, statistics.median(times[1:]) / rows * 1e9,
+            statistics.median(cpu[1:]) / rows * 1e9)
 
 
 # --- the benchmark ---------------------------------------------------------------------------
@@ -214,8 +249,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--codecs", default="none,lz4")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--batch-records", type=int, default=10_000,
+                    help="records per Kafka batch written (producers: ~150 for 16 KiB)")
     ap.add_argument("--task-times", action="store_true",
-                    help="time each task's read() inside the workers (2-column query, first codec)")
+                    help="time each task's read() inside the workers (2-column query, every "
+                         "codec) and the same reads outside Spark")
     a = ap.parse_args(argv)
     from kafkalog_spark.spark import session
 
@@ -225,9 +263,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         table = make_records(a.records, a.partitions).drop_columns(["headers"])
         for codec in codecs:
-            kl.write_log(table, work / f"logs-{codec}", codec=codec)
+            kl.write_log(table, work / f"logs-{codec}", codec=codec,
+                         max_batch_records=a.batch_records)
         del table
         write_ipc(work / f"logs-{codecs[0]}", work / "ipc", a.partitions)
+        # Spark's Python workers run `python -m pyspark.daemon` in the driver's working
+        # directory, which then comes first on their path: from the checkout this process
+        # imported, they import the same kafkalog_spark (under --compare style runs with
+        # PYTHONPATH set to another checkout too)
+        os.chdir(Path(kl.__file__).resolve().parent.parent)
         spark = session(a.master, app_name="bench-datasource-ceiling", driver_memory="2g")
         spark.dataSource.register(ArrowIpcSource)
         spark.read.format("kafkalog").load(str(work / f"logs-{codecs[0]}")).write.parquet(
@@ -235,17 +279,30 @@ def main(argv: list[str] | None = None) -> int:
         parquet = spark.read.parquet(str(work / "parquet"))
         ipc = str(work / "ipc")
         if a.task_times:
-            rows = task_times(spark, str(work / f"logs-{codecs[0]}"), ipc, a.repeat,
-                              str(work / "tasks.txt"))
+            for src in timed_sources(str(work / "tasks.txt")):
+                spark.dataSource.register(src)
+            rows, outside = [], []
+            for codec in codecs:
+                logs = str(work / f"logs-{codec}")
+                rows += task_times(spark, codec, logs, ipc, a.repeat, str(work / "tasks.txt"))
+                outside.append((codec, *outside_spark(spark, logs, a.repeat)))
             spark.stop()
             print(f"Date: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  \n"
                   f"Command: `{' '.join([Path(sys.executable).name, *sys.argv])}`  \n"
-                  f"{a.records:,} records, codec {codecs[0]}, {a.partitions} partitions, "
-                  f"{a.master}; 2-column query, medians over the tasks of {a.repeat} runs\n")
-            print("| source | best query s | tasks per query | rows per task | produce ms per "
-                  "task | produce ns per row | task ms (produce + Spark consuming) |")
-            print("|---|---:|---:|---:|---:|---:|---:|")
+                  f"{a.records:,} records, {a.batch_records:,} per batch, {a.partitions} "
+                  f"partitions, {a.master}; 2-column query, medians over the tasks of "
+                  f"{a.repeat} runs; load average {os.getloadavg()[0]:.2f} at the end; "
+                  f"kafkalog_spark from {', '.join(sorted(WORKER_PACKAGES))} in the workers\n")
+            print("| codec | source | best query s | tasks per query | rows per task | produce ms "
+                  "per task | produce ns per row | produce CPU ns per row | task ms (produce + "
+                  "Spark consuming) |")
+            print("|---|---|---:|---:|---:|---:|---:|---:|---:|")
             print("\n".join(rows))
+            print("\nThe same reads outside Spark (the driver's Python, one partition after "
+                  "another):\n\n| codec | ns per row best | ns per row median | CPU ns per row median |"
+                  "\n|---|---:|---:|---:|")
+            for codec, best_ns, median_ns, cpu_ns in outside:
+                print(f"| {codec} | {best_ns:.0f} | {median_ns:.0f} | {cpu_ns:.0f} |")
             return 0
         for codec in codecs:
             logs = str(work / f"logs-{codec}")

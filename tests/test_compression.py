@@ -22,9 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafkalog_spark.codec.compression.codecs import (DEFAULT_MAX_DECOMPRESSED, compress, decompress,
-                                                     require_codec)
+                                                     decompress_into, require_codec)
 from kafkalog_spark.codec.compression.framings import (LZ4_KAFKA_HEADER, LZ4_KAFKA_HEADER_MAGIC0,
                                                        XERIAL_HEADER)
+from kafkalog_spark.codec.compression.sink import Sink
 from kafkalog_spark.codec.layout import (CODEC_GZIP, CODEC_LZ4, CODEC_NONE, CODEC_SNAPPY,
                                          CODEC_ZSTD)
 from kafkalog_spark.errors import CompressionError, Location, MissingCodecError
@@ -401,6 +402,7 @@ def test_bad_level_is_compression_error() -> None:
     (CODEC_SNAPPY, "cramjam", "pip install cramjam"),
     (CODEC_LZ4, "lz4.block", "pip install lz4"),
     (CODEC_LZ4, "xxhash", "pip install lz4 xxhash"),
+    (CODEC_LZ4, "cramjam", "'cramjam' is missing: pip install lz4 xxhash cramjam"),
     (CODEC_ZSTD, "zstandard", "pip install zstandard"),
 ])
 def test_missing_library_gives_install_hint(monkeypatch: pytest.MonkeyPatch, codec: int,
@@ -429,3 +431,43 @@ def test_import_loads_no_codec_library() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# --- decompressing into a shared array (what a decode chunk does) ---------------------------
+
+
+@pytest.mark.parametrize("codec", [CODEC_NONE, *CODECS])
+def test_decompress_into_appends_payloads_side_by_side(codec: int) -> None:
+    payloads = [_sample(n) for n in (0, 100, 70_000, 300_000, 5)]
+    sink = Sink(16)  # far too small: grows, keeping what is written
+    sizes = [decompress_into(sink, codec, compress(codec, p)) for p in payloads]
+    assert sizes == [len(p) for p in payloads]
+    assert sink.tobytes() == b"".join(payloads)
+    assert bytes(sink.data()) == b"".join(payloads)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_decompress_into_error_leaves_written_bytes(codec: int) -> None:
+    sink = Sink()
+    decompress_into(sink, codec, compress(codec, b"first payload"))
+    blob = compress(codec, _sample(200_000))
+    for bad, match in ((blob[: len(blob) // 2], None), (blob, "more than 1000 bytes")):
+        with pytest.raises(CompressionError, match=match) as info:
+            decompress_into(sink, codec, bad, max_size=1000, location=Location("f.log", 9, 3))
+        assert info.value.location == Location("f.log", 9, 3)
+        assert sink.tobytes() == b"first payload"  # the failed payload is not counted
+    decompress_into(sink, codec, compress(codec, b", second"))
+    assert sink.tobytes() == b"first payload, second"
+
+
+def test_lz4_header_shortcut_only_for_kafkas_exact_header() -> None:
+    blob = bytearray(compress(CODEC_LZ4, _sample(1000)))
+    assert bytes(blob[:7]) == LZ4_KAFKA_HEADER
+    blob[6] = LZ4_KAFKA_HEADER_MAGIC0[6]  # the pre-KIP-57 checksum: only magic 0 accepts it
+    assert decompress(CODEC_LZ4, bytes(blob), magic=0) == _sample(1000)
+    with pytest.raises(CompressionError, match="HC"):
+        decompress(CODEC_LZ4, bytes(blob), magic=1)
+    blob[5] = 0x50  # 256 KiB blocks: the full check, its checksum now wrong for every magic > 0
+    with pytest.raises(CompressionError, match="HC"):
+        decompress(CODEC_LZ4, bytes(blob), magic=2)
+    assert decompress(CODEC_LZ4, bytes(blob), magic=0) == _sample(1000)

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from kafkalog_spark.codec.compression.framings import (_gzip_decode, _gzip_encode, _lz4_decode,
-                                                       _lz4_encode, _snappy_decode, _snappy_encode)
+from kafkalog_spark.codec.compression.framings import (LZ4_KAFKA_BLOCK_SIZE, _gzip_decode,
+                                                       _gzip_encode, _lz4_decode, _lz4_encode,
+                                                       _snappy_decode, _snappy_encode)
+from kafkalog_spark.codec.compression.sink import Sink
 from kafkalog_spark.codec.compression.zstd import _zstd_decode, _zstd_encode
 from kafkalog_spark.codec.layout import (CODEC_GZIP, CODEC_LZ4, CODEC_NAMES, CODEC_NONE,
                                          CODEC_SNAPPY, CODEC_ZSTD)
@@ -23,7 +25,7 @@ from kafkalog_spark.errors import CompressionError, Location, MissingCodecError
 
 DEFAULT_MAX_DECOMPRESSED = 256 * 1024 * 1024
 
-_Decoder = Callable[[Any, memoryview, int, int, "Location | None"], bytes]
+_Decoder = Callable[[Any, memoryview, int, int, "Location | None", Sink], None]
 _Encoder = Callable[[Any, memoryview, int, "int | None"], bytes]
 _DECODERS: dict[int, _Decoder] = {
     CODEC_GZIP: _gzip_decode,
@@ -40,7 +42,7 @@ _ENCODERS: dict[int, _Encoder] = {
 
 _INSTALL_HINTS = {
     CODEC_SNAPPY: ("cramjam", "pip install cramjam"),
-    CODEC_LZ4: ("lz4.block", "pip install lz4 xxhash"),
+    CODEC_LZ4: ("lz4.block", "pip install lz4 xxhash cramjam"),
     CODEC_ZSTD: ("zstandard", "pip install zstandard"),
 }
 
@@ -74,17 +76,19 @@ def _import_codec(codec: int, location: Location | None = None) -> Any:
             import cramjam
 
             return cramjam.snappy
-        if codec == CODEC_LZ4:
+        if codec == CODEC_LZ4:  # lz4's own blocks encode; cramjam's decode in place
+            import cramjam
             import lz4.block
             import xxhash
 
-            return lz4.block, xxhash.xxh32_intdigest
+            return lz4.block, cramjam.lz4.decompress_block_into, xxhash.xxh32_intdigest
         import zstandard
 
         return zstandard
     except ImportError as exc:
         raise MissingCodecError(
-            f"{CODEC_NAMES[codec]} data met but the Python library {module!r} is missing: {hint}",
+            f"{CODEC_NAMES[codec]} data met but the Python library {exc.name or module!r} is "
+            f"missing: {hint}",
             location,
         ) from exc
 
@@ -134,11 +138,24 @@ def decompress(
     MissingCodecError
         The codec's Python library is not installed.
     """
+    sink = Sink()
+    decompress_into(sink, codec, data, magic=magic, max_size=max_size, location=location)
+    return sink.tobytes()
+
+
+def decompress_into(sink: Sink, codec: int, data: Any, *, magic: int = 2,
+                    max_size: int = DEFAULT_MAX_DECOMPRESSED,
+                    location: Location | None = None) -> int:
+    """:func:`decompress`, the output appended to ``sink`` (payload after payload, no copy
+    through ``bytes``); returns its size. On an error ``sink.size`` is unchanged (bytes past
+    it may have been written)."""
     view = _view(data)
+    before = sink.size
     if codec == CODEC_NONE:
         if len(view) > max_size:
             raise CompressionError(f"payload of {len(view)} bytes exceeds {max_size}", location)
-        return view.tobytes()
+        sink.append(view)
+        return len(view)
     decoder = _DECODERS.get(codec)
     if decoder is None:
         raise CompressionError(f"unknown compression codec id {codec}", location)
@@ -146,14 +163,36 @@ def decompress(
         raise CompressionError(f"zstd is not valid for record format magic {magic}", location)
     lib = _import_codec(codec, location) if codec != CODEC_GZIP else None
     try:
-        return decoder(lib, view, magic, max_size, location)
+        decoder(lib, view, magic, max_size, location, sink)
     except (CompressionError, MissingCodecError):
+        sink.size = before
         raise
     except Exception as exc:  # any library error on bad input is a corrupt payload
+        sink.size = before
         raise CompressionError(
             f"{CODEC_NAMES[codec]} payload does not decompress: {type(exc).__name__}: {exc}",
             location,
         ) from exc
+    return sink.size - before
+
+
+def lz4_block_decoder(location: Location | None = None) -> Callable[[memoryview, Sink], int]:
+    """A decoder of one compressed lz4 block of at most 64 KiB (what
+    :func:`~.framings.lz4_single_blocks` finds) appended to a sink; returns its size. Errors
+    are those :func:`decompress_into` raises for the same frame."""
+    _, block_into, _ = _import_codec(CODEC_LZ4, location)
+
+    def decode(block: memoryview, sink: Sink) -> int:
+        try:
+            n = block_into(block, sink.reserve(LZ4_KAFKA_BLOCK_SIZE),
+                           output_len=LZ4_KAFKA_BLOCK_SIZE)
+        except Exception as exc:
+            raise CompressionError(
+                f"lz4 payload does not decompress: {type(exc).__name__}: {exc}") from exc
+        sink.commit(n)
+        return n
+
+    return decode
 
 
 def compress(codec: int, data: Any, *, magic: int = 2, level: int | None = None) -> bytes:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ...errors import CompressionError, Location
 from .framings import _UINT32_LE, _too_large
+from .sink import Sink
 
 ZSTD_MAGIC = 0xFD2FB528
 ZSTD_SKIPPABLE_MASK = 0xFFFFFFF0
@@ -92,29 +93,28 @@ def _zstd_decompressor(zstandard: Any) -> Any:
 
 
 def _zstd_decode(zstandard: Any, view: memoryview, _magic: int, max_size: int,
-                 location: Location | None) -> bytes:
+                 location: Location | None, sink: Sink) -> None:
     frames = _zstd_frames(view, location)
     dctx = _zstd_decompressor(zstandard)
-    parts = []
     produced = 0
     for start, stop, bound in frames:
         budget = max_size - produced
         frame = view[start:stop]
         if bound <= budget:
-            # the bound makes one exact-size call safe; the library fails if it is exceeded
-            out = dctx.decompress(frame, max_output_size=max(bound, 1))
+            # decoded in place into room for the bound, which the library cannot exceed; a
+            # one-shot decompress() would allocate the bound (128 KiB a block) every call
+            # one readinto: it returns at the frame's end or when the room is full (the walk
+            # above checked the frame is whole)
+            with dctx.stream_reader(frame, read_size=len(frame)) as reader:
+                got = reader.readinto(sink.reserve(bound))
+            sink.commit(got)
         else:
-            out = _zstd_read_bounded(dctx, frame, budget, max_size, location)
-        produced += len(out)
-        parts.append(out)
-    if not parts:
-        return b""
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+            got = _zstd_read_bounded(dctx, frame, budget, max_size, location, sink)
+        produced += got
 
 
 def _zstd_read_bounded(dctx: Any, frame: memoryview, budget: int, max_size: int,
-                       location: Location | None) -> bytes:
-    chunks = []
+                       location: Location | None, sink: Sink) -> int:
     got = 0
     with dctx.stream_reader(frame, read_size=len(frame)) as reader:
         while True:
@@ -124,8 +124,8 @@ def _zstd_read_bounded(dctx: Any, frame: memoryview, budget: int, max_size: int,
             got += len(chunk)
             if got > budget:
                 raise _too_large("zstd", max_size, location)
-            chunks.append(chunk)
-    return b"".join(chunks)
+            sink.append(chunk)
+    return got
 
 
 def _zstd_encode(zstandard: Any, view: memoryview, _magic: int, level: int | None) -> bytes:
