@@ -294,8 +294,10 @@ def main() -> int:
         return 0
     masters = args.masters.split(",")
     if args.report_only:
-        report({m: load_traces(args.work, m) for m in masters
-                if (args.work / f"result-{m}.json").exists()}, jobs)
+        found = [m for m in masters if (args.work / f"result-{m}.json").exists()]
+        if not found:
+            raise SystemExit(f"no result-<master>.json in {args.work}: nothing measured there")
+        report({m: load_traces(args.work, m) for m in found}, jobs)
         return 0
     work = args.work or Path(tempfile.mkdtemp(prefix="bench-scaling-"))
     try:
