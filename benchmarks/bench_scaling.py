@@ -14,10 +14,16 @@ kernels loaded: a per-executor fixed cost, item 2's subject) it times each job:
 * ``scan-2col``: ``partition`` and ``value`` only, likewise;
 * ``write``: the log read and written again with ``df.write.format("kafkalog")`` (lz4);
 * ``verify``: ``verify --deep --spark`` (:func:`~kafkalog_spark.recovery.verify_job.verify_spark`);
-* ``compact``: ``compact --engine spark --execute --force`` with ``cleanup.policy=compact`` on
-  every topic, on a copy made before the clock starts;
 * ``migrate``: ``migrate --spark`` into a fresh folder of per-topic Delta tables;
-* ``restore``: those tables back into a fresh log dir (``restore(..., spark=spark)``).
+* ``restore``: those tables back into a fresh log dir (``restore(..., spark=spark)``; run
+  alone, ``migrate`` first, untimed);
+* ``compact``: ``compact --engine spark --execute --force`` with ``cleanup.policy=compact`` on
+  every topic, on a copy made before the clock starts: one Spark job with both shuffles (keys
+  by digest bucket, retained offsets to the rewrite pieces). Last: the longest.
+
+After each job its wall time and event log folder go into ``result-<master>.json``, so a run
+still going (or killed) reports the jobs it finished, and ``--jobs X`` measures job X again
+(a fixed one) and replaces only its entry.
 
 The event log is parsed by :mod:`scaling_replay` (the model is described there) into one trace
 per job. Printed per job, from the ``local[1]`` trace (tasks measured without a second task on
@@ -37,7 +43,9 @@ Goals (issue 33): serial share <= 5 %, >= 6x at 8, >= 20x at 32 (judged warm).
 The log is made by ``gen_big.py`` (mixed codecs, codec switches, v0/v1 segments from the real
 fixtures when present) under ``--work`` (default: a temp dir, removed at the end; given, it keeps
 the log, the event logs and each master's ``result-<master>.json``, and ``--report-only`` prints
-the report again from them). Timings are printed, never asserted; on a loaded machine say so
+the report again from them). Then, for each job that misses a goal, what adds most to its
+replay over the ideal: a driver interval or a stage, with the cause
+(:meth:`scaling_replay.Trace.losses`). Timings are printed, never asserted; on a loaded machine say so
 beside them (the load average is printed).
 """
 
