@@ -57,7 +57,7 @@ from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from .commit import delta_table, table_exists
 from .history import RUN_ID_KEY, has_app_transactions, run_id_of
 from .options import MigrateOptions
-from .restore_read import NEEDED, Survey, Tp, stream, survey, windows
+from .restore_read import NEEDED, Survey, Tp, stream, survey_tables, windows
 
 Step = Callable[[str], None]
 APP_ID_PREFIX = MigrateOptions.app_id_prefix  # migrate's default
@@ -109,9 +109,9 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     step : callable, optional
         Called with a label before every durable operation (not in Spark tasks).
     spark : SparkSession, optional
-        Restore the partitions as Spark tasks, one per partition (every executor must see the
-        table and ``dest`` at the same paths), each task also writing its partition's derived
-        files; the driver writes the checkpoints and recovers what no task could.
+        Survey the tables (one task each) and restore the partitions (one task each, also
+        writing its derived files) as Spark tasks; every executor must see the tables and
+        ``dest`` at the same paths. The driver writes the checkpoints, recovers the rest.
 
     Returns
     -------
@@ -135,7 +135,7 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     if storage_for(dest).exists(dest):
         ensure_not_locked(dest)
     start_of = lambda tp: _log_end(dest / f"{tp[0]}-{tp[1]}")  # noqa: E731
-    found = {t: survey(t, start_of) for t in tables}
+    found = survey_tables(tables, start_of, spark)
     # a topic that is not there is an error listing those that are, as in read_log
     check_selected({tp for parts in found.values() for tp in parts}, [table], topics=topics)
     found = {t: {tp: s for tp, s in parts.items() if topics is None or tp[0] in topics}
