@@ -219,6 +219,39 @@ def test_the_spark_job_writes_what_the_library_writes(spark, tmp_path, capsys):
     assert entries(tmp_path / "job") == entries(tmp_path / "lib")
 
 
+@pytest.mark.spark
+def test_spark_tasks_derive_each_partitions_files_as_recover_does(spark, tmp_path, monkeypatch):
+    """Each task writes its new partition's indexes, transaction index, producer snapshots and
+    leader epochs (the driver does not read every restored segment again): the files are the
+    ones the library path's recover writes, and the driver's recover only counts them."""
+    import kafkalog_spark.recovery.recover as rec
+
+    src = tmp_path / "logs"
+    write_txn_partition(src / "txn-0", with_indexes=False)
+    (src / "meta.properties").write_text("version=0\nbroker.id=0\n")
+    kl.write_log(records(900), src, topic="t", max_batch_records=30)
+    migrate(src, tmp_path / "lake", include_control=True)
+    restore(tmp_path / "lake", tmp_path / "lib")
+    handed = []
+    real = rec.recover
+    monkeypatch.setattr(rec, "recover", lambda *a, **kw: handed.append(kw["recovered"])
+                        or real(*a, **kw))
+    restore(tmp_path / "lake", tmp_path / "job", spark=spark)
+
+    assert sorted(p.name for p in handed[0]) == ["t-0", "txn-0"]
+
+    def files(root: Path) -> dict[str, bytes]:  # partition.metadata: a random topic id each
+        return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.glob("*-*/*"))
+                if f.name != "partition.metadata"}
+
+    made = files(tmp_path / "job")
+    assert made == files(tmp_path / "lib")
+    assert {"txn-0/00000000000000000000.txnindex", "t-0/00000000000000000000.index",
+            "t-0/00000000000000000000.timeindex"} <= made.keys()
+    assert any(name.endswith(".snapshot") for name in made)
+    assert not real(tmp_path / "job").changed  # nothing left to derive
+
+
 def test_carried_batches_and_tables_in_any_row_order(tmp_path, monkeypatch):
     """Scan batches and windows of ~50 rows over batches of 37 records and a compacted-like
     offset gap: every batch straddling a scan batch or window end is carried whole. A table

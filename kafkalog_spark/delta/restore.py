@@ -19,7 +19,8 @@ a 32-bit delta from its base); each segment is streamed to ``<base>.log.tmp`` an
 like an incremental one into a dir that already holds a prefix, continues from each partition's
 log end offset. Then ``partition.metadata`` and the offset checkpoints are written, and
 :func:`~kafkalog_spark.recovery.recover.recover` rebuilds indexes, transaction indexes,
-producer snapshots and leader epochs from the batches.
+producer snapshots and leader epochs from the batches (with Spark, each task first derives its
+own new partition's files, and ``recover`` reads only what no task could).
 
 Transactions: a table migrated without ``include_control`` has no commit/abort markers; its
 transactional batches would come back as transactions that never end (a hanging transaction
@@ -56,7 +57,7 @@ from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from .commit import delta_table, table_exists
 from .history import RUN_ID_KEY, has_app_transactions, run_id_of
 from .options import MigrateOptions
-from .restore_read import NEEDED, Survey, Tp, stream, survey, windows
+from .restore_read import NEEDED, Survey, Tp, stream, survey_tables, windows
 
 Step = Callable[[str], None]
 APP_ID_PREFIX = MigrateOptions.app_id_prefix  # migrate's default
@@ -108,9 +109,9 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     step : callable, optional
         Called with a label before every durable operation (not in Spark tasks).
     spark : SparkSession, optional
-        Restore the partitions as Spark tasks, one per partition (every executor must see the
-        table and ``dest`` at the same paths); the driver writes the checkpoints and rebuilds
-        the derived files.
+        Survey the tables (one task each) and restore the partitions (one task each, also
+        writing its derived files) as Spark tasks; every executor must see the tables and
+        ``dest`` at the same paths. The driver writes the checkpoints, recovers the rest.
 
     Returns
     -------
@@ -126,13 +127,15 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     LogDirLockedError
         A live broker holds ``dest``.
     """
+    from ..recovery.recover import recover
+
     dest = Path(dest)
     ensure_local(dest)
     tables = migrate_tables(Path(table))
     if storage_for(dest).exists(dest):
         ensure_not_locked(dest)
     start_of = lambda tp: _log_end(dest / f"{tp[0]}-{tp[1]}")  # noqa: E731
-    found = {t: survey(t, start_of) for t in tables}
+    found = survey_tables(tables, start_of, spark)
     # a topic that is not there is an error listing those that are, as in read_log
     check_selected({tp for parts in found.values() for tp in parts}, [table], topics=topics)
     found = {t: {tp: s for tp, s in parts.items() if topics is None or tp[0] in topics}
@@ -155,17 +158,18 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
         if spark is not None:
             work = [(t, tp, s) for t, parts in found.items() for tp, s in parts.items()]
             task = partial(_restore_task, dest=dest, segment_bytes=segment_bytes, topic_ids=ids)
-            out = (spark.sparkContext.parallelize(work, len(work)).map(task).collect()
-                   if work else [])
+            done = (spark.sparkContext.parallelize(work, len(work)).map(task).collect()
+                    if work else [])
+            out = [p for p, _ in done]
+            recovered = {dest / f"{p.topic}-{p.partition}": ends for p, ends in done if ends}
         else:
             out = [sink.close() for t, parts in found.items() for sink in _read_table(
                 t, {tp: _Writer(dest, tp, segment_bytes, ids[tp[0]], step)
                     for tp in parts}, parts)]
+            recovered = {}
         out = _ordered(out)
         _checkpoints(dest, out, step)
-    from ..recovery.recover import recover
-
-    recover([dest], execute_plan=True, step=step)
+    recover([dest], execute_plan=True, step=step, recovered=recovered)
     return {"executed": True, "partitions": [p.to_dict() for p in out]}
 
 
@@ -332,12 +336,18 @@ def _read_table(table: Path, sinks: dict, found: Mapping[Tp, Survey],
 
 
 def _restore_task(work: tuple[Path, Tp, Survey], *, dest: Path, segment_bytes: int,
-                  topic_ids: Mapping[str, str]) -> PartitionRestore:
-    """One partition as a Spark task restores it: its rows only (pushed down by partition)."""
+                  topic_ids: Mapping[str, str]
+                  ) -> tuple[PartitionRestore, tuple[int, int] | None]:
+    """One partition as a Spark task restores it: its rows only (pushed down by partition),
+    then its derived files as ``recover`` would write them after :func:`_checkpoints` (the
+    driver does not read every restored segment again alone); with ``(first base, log end)``."""
+    from ..recovery.recover import recover_written_partition
+
     table, tp, found = work
     sink = _Writer(dest, tp, segment_bytes, topic_ids[tp[0]], None)
     _read_table(table, {tp: sink}, {tp: found}, pc.field("partition") == tp[1])
-    return sink.close()
+    done = sink.close()
+    return done, (recover_written_partition(sink.pdir, done.end) if done.segments else None)
 
 
 class _SegmentWriter:

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -67,6 +68,16 @@ def groups(batch: pa.RecordBatch) -> Iterator[tuple[Tp, np.ndarray]]:
     for idx in np.split(order, cuts):
         if len(idx) and codes[idx[0]] >= 0:
             yield (names[codes[idx[0]]], int(parts[idx[0]])), idx
+
+
+def survey_tables(tables: Sequence[Path], start_of: Callable[[Tp], int], spark: Any = None
+                  ) -> dict[Path, dict[Tp, Survey]]:
+    """Each table's :func:`survey`; with Spark, one task per table (read on the driver, the
+    small columns of every row were restore's serial time: issue 33)."""
+    if spark is None or len(tables) < 2:
+        return {t: survey(t, start_of) for t in tables}
+    return dict(spark.sparkContext.parallelize(tables, len(tables))
+                .map(lambda t: (t, survey(t, start_of))).collect())
 
 
 def survey(table: Path, start_of: Callable[[Tp], int]) -> dict[Tp, Survey]:

@@ -66,7 +66,7 @@ from ..log.staging import STAGING_INFIX
 from ..log.tiered_topics import TieredPartition, tiered_partitions
 from ..storage import LOCAL, storage_for
 from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
-from .actions import QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, Action, execute
+from .actions import QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, WRITE_FILE, Action, execute
 from .plan import PartitionOutcome, plan_checkpoints, plan_partition, read_offsets
 from .quarantine import Quarantine
 from .rehearse import real_paths, rehearse
@@ -106,7 +106,8 @@ class RecoveryReport:
 
 def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
             execute_plan: bool = False, quarantine_dir: str | os.PathLike[str] | None = None,
-            step: Step | None = None, salvage: bool = False) -> RecoveryReport:
+            step: Step | None = None, salvage: bool = False,
+            recovered: Mapping[Path, tuple[int, int]] | None = None) -> RecoveryReport:
     """Plan (and with ``execute_plan`` carry out) the recovery of log dirs.
 
     Parameters
@@ -124,6 +125,10 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         Keep every valid entry after damage instead of cutting there
         (:mod:`~kafkalog_spark.recovery.salvage`); default: Kafka's rule, and the report says
         what salvage would keep.
+    recovered : mapping, optional
+        ``{partition dir: (first base offset, log end offset)}`` of partitions the caller has
+        just recovered itself (:func:`recover_written_partition`, in restore's Spark tasks):
+        not read again, their offsets used for the log dir's checkpoints.
 
     Returns
     -------
@@ -151,7 +156,7 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             with hold_lock(log_dir.path):
                 q.resume()
                 _recover_log_dir(log_dir, report, q, step, scratch=None, salvage=salvage,
-                                 tiered=tiered)
+                                 tiered=tiered, recovered=recovered)
                 q.finish()
         else:
             with LOCAL.temp_dir("kafkalog-recover-plan-") as scratch:
@@ -164,10 +169,13 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
 
 def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, step: Step | None,
                      *, scratch: Path | None, salvage: bool = False,
-                     tiered: Mapping[Path, TieredPartition] | None = None) -> None:
+                     tiered: Mapping[Path, TieredPartition] | None = None,
+                     recovered: Mapping[Path, tuple[int, int]] | None = None) -> None:
     """Plan the recovery of one log dir and, without ``scratch`` (a dry run's private folder
-    for rehearsed rewrites), carry it out. ``tiered``: the tiered partitions, by path."""
+    for rehearsed rewrites), carry it out. ``tiered``: the tiered partitions, by path;
+    ``recovered``: as for :func:`recover`."""
     tiered = tiered or {}
+    done = {storage_for(p).resolve(p): ends for p, ends in (recovered or {}).items()}
     execute_plan = scratch is None
     starts = read_offsets(log_dir.path / N.LOG_START_OFFSET_CHECKPOINT)
     points = read_offsets(log_dir.path / N.RECOVERY_POINT_CHECKPOINT)
@@ -194,6 +202,10 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
             execute([action], q, step)
     ends: dict[tuple[str, int], tuple[int, int]] = {}
     for part in log_dir.partitions + tuple(p for p in log_dir.special if p.kind != N.DELETE_DIR):
+        known = done.get(storage_for(part.path).resolve(part.path)) if part.kind is None else None
+        if known is not None and part.topic is not None:
+            ends[(part.topic, part.partition)] = known  # type: ignore[index]
+            continue
         swap_actions = [_swap_action(a) for a in swap.plan_swap_recovery(part.path)]
         if execute_plan:
             execute(swap_actions, q, step)
@@ -228,6 +240,32 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
     report.log_dir_actions.extend(actions)
     if execute_plan:
         execute(actions, q, step)
+
+
+def recover_written_partition(pdir: Path, recovery_point: int) -> tuple[int, int] | None:
+    """Steps 2-6 for one partition dir its caller has just written (restore, in a Spark task:
+    each task derives its own partition's files instead of the driver reading every segment
+    again), with the log start the log dir's checkpoint holds and ``recovery_point`` as the
+    caller's checkpoint will say (none after a clean shutdown). Carried out only when the plan
+    writes derived files that do not exist yet — nothing to quarantine or cut, so no
+    quarantine run is opened outside the driver; returns the partition's ``(first base
+    offset, log end offset)`` for :func:`recover`'s ``recovered``, else None (the driver's
+    :func:`recover` then takes the partition)."""
+    log_dir, name = pdir.parent, N.parse_partition_dir_name(pdir.name)
+    if swap.plan_swap_recovery(pdir):
+        return None
+    clean = storage_for(log_dir).exists(log_dir / N.CLEAN_SHUTDOWN_FILE)
+    start = read_offsets(log_dir / N.LOG_START_OFFSET_CHECKPOINT).get(
+        (name.topic, name.partition), 0)
+    outcome = plan_partition(_scan_partition_dir(pdir, name, root=log_dir),
+                             log_start_checkpoint=start,
+                             recovery_point=None if clean else recovery_point)
+    fs = storage_for(pdir)
+    if outcome.cut is not None or any(
+            a.kind != WRITE_FILE or fs.exists(Path(a.path)) for a in outcome.actions):
+        return None
+    execute(outcome.actions, Quarantine(log_dir))  # opened on first use: never here
+    return outcome.first_base, outcome.log_end
 
 
 def _rewrite_segments(view: PartitionDir, log_dir: LogDir, q: Quarantine, step: Step | None,
