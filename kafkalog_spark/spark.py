@@ -7,8 +7,10 @@ The master comes from, first that exists: the ``master`` argument, spark-submit 
 ``$KAFKALOG_SPARK_MASTER``, else ``local[*]``. Every session gets :data:`REQUIRED_CONF` (UTC
 session time zone, Arrow) and the ``kafkalog`` data source; a value the user set for one of those is kept, with a warning. A local master also gets
 :data:`LOCAL_CONF` (loopback, no UI, few shuffle partitions, 2 GiB driver) where nothing set
-those keys, and its Python workers run this interpreter. A cluster master is left as
-configured: ship the package to its executors as ``docs/cluster.md`` says.
+those keys, the JVM it launches :data:`LOCAL_JVM_CONF` (C1 only) likewise, and its Python
+workers run this interpreter, forked by :mod:`~kafkalog_spark.spark_daemon` where nothing
+chose a daemon. A cluster master is left as configured: ship the
+package to its executors as ``docs/cluster.md`` says.
 
 Delta Lake: when delta-spark is on the session's classpath (a ``delta-spark_*`` jar in
 ``spark.jars`` / ``--jars``, or ``io.delta:delta-spark_*`` in ``spark.jars.packages`` /
@@ -30,6 +32,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .errors import SparkSetupError
+from .spark_daemon import (DAEMON_CONF, DAEMON_MODULE, prefer_installed_pyspark,
+                           workers_import_this_package)
 from .storage import LOCAL
 
 if TYPE_CHECKING:  # pyspark is imported only when a session is asked for
@@ -57,6 +61,11 @@ DELTA_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
+# The JVM a local session starts (not spark-submit's, which is running already), where nothing
+# set its options: C1-compiled code only. C2's compiler threads took about half the JVM's CPU
+# of a short job (a cold 8 M-record compaction: 17 s of JVM CPU, 9 s without C2) on the 2
+# cores they share with the Python workers; the JVM does no per-record work in this package
+LOCAL_JVM_CONF: dict[str, str] = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 DEFAULT_MASTER = "local[*]"
 MIN_JAVA = 17  # PySpark 4.x runs on Java 17 or 21
 
@@ -128,6 +137,8 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
     SparkSetupError
         No usable Java (:func:`java_version`).
     """
+    prefer_installed_pyspark()
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -135,7 +146,9 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
         _apply_required(active)
         _check_delta(active, delta)
         return active
-    java_version()  # a clear message instead of Spark's "Java gateway process exited"
+    launching = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+    if launching:  # else spark-submit's JVM runs already
+        java_version()  # a clear message instead of Spark's "Java gateway process exited"
     configured = configured_conf()
     chosen = master or configured.get("spark.master") \
         or os.environ.get("KAFKALOG_SPARK_MASTER") or DEFAULT_MASTER
@@ -145,10 +158,14 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
     defaults = dict(REQUIRED_CONF)
     if chosen.startswith("local"):
         defaults.update(LOCAL_CONF)
+        if launching:
+            defaults.update(LOCAL_JVM_CONF)
         # the Python workers of a local master run this interpreter, with this package
         if "spark.pyspark.python" not in configured:
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if workers_import_this_package(configured):
+            defaults[DAEMON_CONF] = DAEMON_MODULE
     for key, value in defaults.items():
         if key not in configured:
             settings[key] = value
