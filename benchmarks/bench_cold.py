@@ -152,7 +152,8 @@ def session_child(args) -> None:
 
 
 def stats(values: list[float]) -> str:
-    return f"{statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f}"
+    """``median (min–max)``: one table cell."""
+    return f"{statistics.median(values):.2f} ({min(values):.2f}–{max(values):.2f})"
 
 
 def measure_session(trees: list[Path], log_dir: Path, scratch: Path, runs: int,
