@@ -7,8 +7,7 @@ The master comes from, first that exists: the ``master`` argument, spark-submit 
 ``$KAFKALOG_SPARK_MASTER``, else ``local[*]``. Every session gets :data:`REQUIRED_CONF` (UTC
 session time zone, Arrow) and the ``kafkalog`` data source; a value the user set for one of those is kept, with a warning. A local master also gets
 :data:`LOCAL_CONF` (loopback, no UI, few shuffle partitions, 2 GiB driver) where nothing set
-those keys, the JVM it launches :data:`LOCAL_JVM_CONF` (C1 only) likewise, and its Python
-workers run this interpreter, forked by :mod:`~kafkalog_spark.spark_daemon` where nothing
+those keys, and its Python workers run this interpreter, forked by :mod:`~kafkalog_spark.spark_daemon` where nothing
 chose a daemon. A cluster master is left as configured: ship the
 package to its executors as ``docs/cluster.md`` says.
 
@@ -61,11 +60,6 @@ DELTA_CONF: dict[str, str] = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 }
-# The JVM a local session starts (not spark-submit's, which is running already), where nothing
-# set its options: C1-compiled code only. C2's compiler threads took about half the JVM's CPU
-# of a short job (a cold 8 M-record compaction: 17 s of JVM CPU, 9 s without C2) on the 2
-# cores they share with the Python workers; the JVM does no per-record work in this package
-LOCAL_JVM_CONF: dict[str, str] = {"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1"}
 DEFAULT_MASTER = "local[*]"
 MIN_JAVA = 17  # PySpark 4.x runs on Java 17 or 21
 
@@ -158,8 +152,6 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
     defaults = dict(REQUIRED_CONF)
     if chosen.startswith("local"):
         defaults.update(LOCAL_CONF)
-        if launching:
-            defaults.update(LOCAL_JVM_CONF)
         # the Python workers of a local master run this interpreter, with this package
         if "spark.pyspark.python" not in configured:
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
