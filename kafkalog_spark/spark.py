@@ -7,8 +7,9 @@ The master comes from, first that exists: the ``master`` argument, spark-submit 
 ``$KAFKALOG_SPARK_MASTER``, else ``local[*]``. Every session gets :data:`REQUIRED_CONF` (UTC
 session time zone, Arrow) and the ``kafkalog`` data source; a value the user set for one of those is kept, with a warning. A local master also gets
 :data:`LOCAL_CONF` (loopback, no UI, few shuffle partitions, 2 GiB driver) where nothing set
-those keys, and its Python workers run this interpreter. A cluster master is left as
-configured: ship the package to its executors as ``docs/cluster.md`` says.
+those keys, and its Python workers run this interpreter, forked by :mod:`~kafkalog_spark.spark_daemon` where nothing
+chose a daemon. A cluster master is left as configured: ship the
+package to its executors as ``docs/cluster.md`` says.
 
 Delta Lake: when delta-spark is on the session's classpath (a ``delta-spark_*`` jar in
 ``spark.jars`` / ``--jars``, or ``io.delta:delta-spark_*`` in ``spark.jars.packages`` /
@@ -30,6 +31,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from .errors import SparkSetupError
+from .spark_daemon import (DAEMON_CONF, DAEMON_MODULE, prefer_installed_pyspark,
+                           workers_import_this_package)
 from .storage import LOCAL
 
 if TYPE_CHECKING:  # pyspark is imported only when a session is asked for
@@ -128,6 +131,8 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
     SparkSetupError
         No usable Java (:func:`java_version`).
     """
+    prefer_installed_pyspark()
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -135,7 +140,9 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
         _apply_required(active)
         _check_delta(active, delta)
         return active
-    java_version()  # a clear message instead of Spark's "Java gateway process exited"
+    launching = SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ
+    if launching:  # else spark-submit's JVM runs already
+        java_version()  # a clear message instead of Spark's "Java gateway process exited"
     configured = configured_conf()
     chosen = master or configured.get("spark.master") \
         or os.environ.get("KAFKALOG_SPARK_MASTER") or DEFAULT_MASTER
@@ -149,6 +156,8 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
         if "spark.pyspark.python" not in configured:
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if workers_import_this_package(configured):
+            defaults[DAEMON_CONF] = DAEMON_MODULE
     for key, value in defaults.items():
         if key not in configured:
             settings[key] = value

@@ -160,8 +160,8 @@ def test_rewrite_task_writes_the_local_bytes_into_its_attempt_file(tmp_path: Pat
         mine = retained[retained >= g.base_offset]
         piece = 7 + gid
         item = (g, gid, piece, pdir)
-        # the shuffle by piece: offsets from two reduce tasks, the item, in any order
-        got = rewrite_task(iter([(piece, mine[1::2]), (piece, item), (piece, mine[0::2])]),
+        # the shuffle by piece: offsets from two reduce tasks, in any order
+        got = rewrite_task(item, iter([(piece, mine[1::2]), (piece, mine[0::2])]),
                            str(attempts))
         got_gid, got_piece, path, stats, _ = got
         assert (got_gid, got_piece) == (gid, piece) and Path(path).parent == attempts
@@ -189,7 +189,7 @@ def test_pieces_of_a_group_joined_are_the_group(tmp_path: Path) -> None:
     assert [p[2] for p in pieces] == list(range(len(pieces)))  # numbered over all groups
     for g, _, gid, pdir in items:
         mine = [p for p in pieces if p[1] == gid]
-        paths = [rewrite_task(iter([(p[2], p), (p[2], retained)]), str(attempts))[2]
+        paths = [rewrite_task(p, iter([(p[2], retained)]), str(attempts))[2]
                  for p in mine]
         got_gid, joined = concat_task(str(attempts), (gid, paths))
         assert got_gid == gid

@@ -159,6 +159,7 @@ FLOOR = {
     # storage seam; the log model joins its segments to the local ones (tiered/__init__.py)
     "tiered": 2.5,
     "log": 3,
+    "spark_daemon": 3.5,  # the session's worker daemon: below the session helper
     "inspect": 4, "datasource": 4, "spark": 4,
     "compaction": 5, "retention": 5, "recovery": 5, "delta": 5,
     "report": 6,

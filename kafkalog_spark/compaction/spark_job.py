@@ -12,7 +12,8 @@ offset arrays, so the JVM does no work per record):
               shuffles the key bytes and groups by them instead
     retained  one reduce task per bucket (key_shuffle.bucket_count: bounded rows per task)
               finds the surviving records of its keys and shuffles their offsets by rewrite
-              piece (key_shuffle.retained_task): the driver never holds per-record data
+              piece (key_shuffle.retained_task): the driver never holds per-record data; the
+              pieces' descriptions go to the rewrite tasks as a broadcast
     rewrite   one task per piece of a group (consecutive segments of about
               :data:`CHUNK_BYTES`, so one big group still keeps every core busy): takes its
               piece's offsets from the shuffle, streams its segments' cleaned batches into a
@@ -78,20 +79,16 @@ def chunk_tasks(items: Sequence[Any], n: int, size=lambda item: item) -> list[li
     return [c for c in chunks if c]
 
 
-def rewrite_task(shuffled: Iterable[tuple[int, Any]], out_dir: str
+def rewrite_task(item: tuple[GroupTask, int, int, str],
+                 shuffled: Iterable[tuple[int, np.ndarray]], out_dir: str
                  ) -> tuple[int, int, str, str, float]:
-    """One piece of a group's rewrite as a Spark task runs it (:func:`rewrite_spark`): what the
-    shuffle by piece delivered — the piece's ``(task, gid, piece, partition dir)`` item and its
-    retained offsets from each reduce task of the key pass (arrays) — its segments' cleaned
+    """One piece of a group's rewrite as a Spark task runs it (:func:`rewrite_spark`): the
+    piece's ``(task, gid, piece, partition dir)`` item and what the shuffle by piece delivered
+    — its retained offsets from each reduce task of the key pass — its segments' cleaned
     batches streamed into this attempt's own file in ``out_dir`` (:func:`write_cleaned`).
     Returns ``(gid, piece, path, stats as JSON, start time)``."""
     started = time.time()
-    item, parts = None, []
-    for _, value in shuffled:
-        if isinstance(value, np.ndarray):
-            parts.append(value)
-        else:
-            item = value
+    parts = [offsets for _, offsets in shuffled]
     task, gid, piece, pdir = item
     require_visible(pdir, "partition dir")
     require_visible(out_dir, "staging folder next to the log dir")
@@ -249,12 +246,16 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
                             .partitionBy(buckets, _identity)
                             .mapPartitions(lambda rows: retained_task(rows, first_dirty,
                                                                      exact_keys)))
-                # each piece's item travels with its offsets: no task carries every item
-                work = sc.parallelize([(p[2], p) for p in order], sc.defaultParallelism)
-                done = (retained.union(work)
-                        .partitionBy(len(order), lambda piece: rank[piece])
-                        .mapPartitions(lambda shuffled: [rewrite_task(shuffled, attempts_dir)])
+                # the items reach the rewrite tasks as a broadcast (each Python worker loads
+                # it once), not through the shuffle: a union with a parallelized list ran a
+                # second Python worker beside each retained task (a nested Python RDD), so
+                # a cold job started and warmed twice the workers it needed
+                items_of = sc.broadcast(order)
+                done = (retained.partitionBy(len(order), lambda piece: rank[piece])
+                        .mapPartitionsWithIndex(lambda i, shuffled: [rewrite_task(
+                            items_of.value[i], shuffled, attempts_dir)])
                         .collect())
+                items_of.destroy()
                 t1 = min(started for *_, started in done)
                 joined = _join_pieces(sc, [d[:4] for d in done], attempts_dir)
             t2 = time.time()

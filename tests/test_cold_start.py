@@ -1,0 +1,127 @@
+"""What a cold Spark job starts with (issue 33): a local session's Python workers forked by the
+package's daemon (pyspark imported from its installed bytecode, not recompiled from
+``pyspark.zip`` in each process) where nothing else was configured; the JVM's options left as
+configured."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+import pyspark
+from kafkalog_spark.spark_daemon import DAEMON_CONF, DAEMON_MODULE, workers_import_this_package
+
+INSTALLED_ZIP = Path(pyspark.__file__).parent / "python" / "lib" / "pyspark.zip"
+WHERE_FROM = ("from kafkalog_spark.spark_daemon import prefer_installed_pyspark\n"
+              "moved = prefer_installed_pyspark()\n"
+              "import pyspark\n"
+              "print('FROM', moved, pyspark.__file__)\n")
+
+
+def _where_pyspark_comes_from(zip_path: Path) -> tuple[str, str]:
+    """Run WHERE_FROM with ``zip_path`` first on the path, as Spark starts its processes."""
+    repo = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(zip_path), str(repo)]))
+    out = subprocess.run([sys.executable, "-c", WHERE_FROM], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    moved, origin = out.stdout.split("FROM ", 1)[1].split()
+    return moved, origin
+
+
+@pytest.mark.skipif(not INSTALLED_ZIP.is_file(), reason="this pyspark ships no pyspark.zip")
+def test_the_installed_pyspark_is_imported_before_its_own_zip(tmp_path):
+    """The zip of the installed pyspark, also reached through a linked SPARK_HOME (as the dev
+    venv's spark-distribution), goes behind the installed package."""
+    assert _where_pyspark_comes_from(INSTALLED_ZIP) == ("True", pyspark.__file__)
+    home = tmp_path / "spark-home"
+    (home / "python").mkdir(parents=True)
+    (home / "python" / "lib").symlink_to(INSTALLED_ZIP.parent)
+    assert _where_pyspark_comes_from(home / "python" / "lib" / "pyspark.zip") == (
+        "True", pyspark.__file__)
+
+
+@pytest.mark.skipif(not INSTALLED_ZIP.is_file(), reason="this pyspark ships no pyspark.zip")
+def test_the_zip_of_another_spark_installation_stays_first(tmp_path):
+    """A pyspark.zip that is not the installed package's (another SPARK_HOME: the JVM's own
+    version) is what the process imports, as Spark meant."""
+    other = tmp_path / "spark" / "python" / "lib" / "pyspark.zip"
+    other.parent.mkdir(parents=True)
+    shutil.copyfile(INSTALLED_ZIP, other)
+    moved, origin = _where_pyspark_comes_from(other)
+    assert moved == "False" and origin.startswith(str(other))
+
+
+def test_the_daemon_is_chosen_only_where_workers_can_import_it(monkeypatch, tmp_path):
+    """Workers running this interpreter get the package's daemon; one chosen by the user, a
+    package shipped with --py-files, or another virtualenv's Python keep pyspark's."""
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    assert workers_import_this_package({})
+    assert workers_import_this_package({"spark.submit.pyFiles": ""})  # spark-submit's default
+    assert not workers_import_this_package({DAEMON_CONF: "pyspark.daemon"})
+    assert not workers_import_this_package({"spark.submit.pyFiles": "/x/kafkalog.zip"})
+    # another venv: its python links to the same base interpreter, without this package
+    other = tmp_path / "venv" / "bin"
+    other.mkdir(parents=True)
+    (other / "python").symlink_to(os.path.realpath(sys.executable))
+    assert not workers_import_this_package({"spark.pyspark.python": str(other / "python")})
+    monkeypatch.setenv("PYSPARK_PYTHON", str(other / "python"))
+    assert not workers_import_this_package({})
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    assert not workers_import_this_package({})  # Spark's default python3: not known here
+
+
+def _workers(spark) -> list[tuple[str, str]]:
+    """Each task's pyspark file and its worker's parent (the daemon) command line."""
+    def probe(_):
+        import pyspark as p
+
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            return p.__file__, f.read().replace(b"\0", b" ").decode()
+
+    return spark.sparkContext.parallelize(range(4), 4).map(probe).collect()
+
+
+@pytest.mark.spark
+def test_a_local_session_forks_its_workers_from_the_package_daemon(spark):
+    conf = spark.sparkContext.getConf()
+    assert conf.get(DAEMON_CONF) == DAEMON_MODULE
+    for origin, daemon in _workers(spark):
+        assert f"-m {DAEMON_MODULE} pyspark.worker" in daemon
+        assert ".zip" not in origin
+
+
+@pytest.mark.spark
+def test_the_users_daemon_and_jvm_options_are_kept(tmp_path):
+    """Set in PYSPARK_SUBMIT_ARGS, the user's daemon and driver JVM options win."""
+    script = textwrap.dedent("""
+        import json, os
+        from kafkalog_spark.spark import session
+        spark = session("local[1]")
+        conf = spark.sparkContext.getConf()
+        def probe(_):
+            with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+                return f.read().replace(b"\\0", b" ").decode()
+        print("GOT " + json.dumps({
+            "daemon": conf.get("spark.python.daemon.module"),
+            "java": conf.get("spark.driver.extraJavaOptions"),
+            "parent": spark.sparkContext.parallelize([0], 1).map(probe).collect()[0]}))
+        spark.stop()
+    """)
+    env = dict(os.environ, PYSPARK_SUBMIT_ARGS="--conf spark.python.daemon.module=pyspark.daemon "
+               "--conf spark.driver.extraJavaOptions=-Dmine=1 pyspark-shell")
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                         text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.split("GOT ", 1)[1].splitlines()[0])
+    assert got["daemon"] == "pyspark.daemon"
+    assert got["java"] == "-Dmine=1"
+    assert "-m pyspark.daemon pyspark.worker" in got["parent"]
