@@ -76,20 +76,21 @@ def test_harness_reports_untyped_errors_and_hangs() -> None:
     def typed(rng, item, scratch):
         raise H.C.compression.CompressionError("bad payload")
 
-    def hang(rng, item, scratch):
-        time.sleep(5)
+    def hang(rng, item, scratch):  # spins (the bound counts CPU): "ok" if never stopped
+        t = time.monotonic()
+        while time.monotonic() - t < 20:
+            pass
 
     import signal
 
-    old = signal.signal(signal.SIGALRM, H._on_alarm)
+    old = signal.signal(signal.SIGPROF, H._on_alarm)
     try:
         assert H.run_case(random.Random(0), _target(bad), corpus, TESTS, 1.0)[0] == "finding"
         assert H.run_case(random.Random(0), _target(typed), corpus, TESTS, 1.0) == ("typed", "CompressionError")
-        t0 = time.monotonic()
         outcome, detail = H.run_case(random.Random(0), _target(hang), corpus, TESTS, 0.2)
-        assert outcome == "finding" and "time bound" in detail and time.monotonic() - t0 < 3
+        assert outcome == "finding" and "time bound" in detail
     finally:
-        signal.signal(signal.SIGALRM, old)
+        signal.signal(signal.SIGPROF, old)
 
 
 def test_harness_memory_bound() -> None:

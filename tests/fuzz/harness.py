@@ -10,8 +10,9 @@ bound, or a worker that dies or hangs.
 Bounds
 ------
 time
-    ``signal.setitimer(ITIMER_REAL)`` in the worker's main thread (``--time-limit``, default 2 s
-    per case). A numba kernel does not return to the interpreter to take the signal, so the
+    ``signal.setitimer(ITIMER_PROF)`` in the worker's main thread (``--time-limit``, default 2 s
+    of the worker's CPU per case: CPU, not wall time, so a loaded machine does not turn a slow
+    case into a finding). A numba kernel does not return to the interpreter to take the signal, so the
     parent also gives each worker a wall-clock budget, kills a stuck worker and reports the case
     it was running (workers print ``case <i>`` before each case).
 memory
@@ -373,7 +374,7 @@ def run_case(rng: random.Random, target: Target, corpus: C.Corpus, scratch: Path
              time_limit: float) -> tuple[str, str | None]:
     """``("ok" | "typed" | "finding", detail)`` for one case."""
     item = rng.choice(corpus.items[target.kind])
-    signal.setitimer(signal.ITIMER_REAL, time_limit)
+    signal.setitimer(signal.ITIMER_PROF, time_limit)
     try:
         target.run(rng, item, scratch)
         return "ok", None
@@ -387,7 +388,7 @@ def run_case(rng: random.Random, target: Target, corpus: C.Corpus, scratch: Path
                       if "kafkalog_spark" in f.filename), "?")
         return "finding", f"{type(e).__name__}: {str(e)[:200]} at {where}"
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.setitimer(signal.ITIMER_PROF, 0)
 
 
 def _limit_memory(extra_mb: int) -> None:
@@ -398,7 +399,7 @@ def _limit_memory(extra_mb: int) -> None:
 
 
 def worker(args: argparse.Namespace) -> int:
-    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.signal(signal.SIGPROF, _on_alarm)
     fixtures = Path(args.fixtures) if args.fixtures else (FIXTURES if FIXTURES.is_dir() else None)
     with tempfile.TemporaryDirectory(prefix="kafkalog-fuzz-") as tmp:
         scratch = Path(tmp)
