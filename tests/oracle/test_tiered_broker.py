@@ -78,11 +78,11 @@ class TieredRun:
 @pytest.fixture(scope="module")
 def tiered_run(tmp_path_factory) -> TieredRun:
     if shutil.which("java") is None:
-        pytest.skip("'java' is not on PATH: the Kafka broker tests need a JDK (17+)")
+        pytest.fail("'java' is not on PATH: the Kafka broker tests need a JDK (17+)")
     try:
         jars = maven_jars.fetch("kafka-tiered")
     except maven_jars.MavenUnavailable as e:
-        pytest.skip(f"{e} (the tiered broker test needs Maven to fetch the jars once)")
+        pytest.fail(f"{e} (the tiered broker test needs Maven to fetch the jars once)")
     root = tmp_path_factory.mktemp("tiered-broker")
     tier = root / "tier"
     broker = KafkaBroker(root / "kafka", jars, config=tiered_config(tier))
