@@ -282,12 +282,8 @@ def test_restore_a_table_delta_spark_wrote(delta_spark, tmp_path, dv):
     table = dest / "orders"
     delta_spark.run(_sql, f"DELETE FROM delta.`{table}` WHERE key = X'6b31'")  # k1
     if dv:
-        assert any(h["operationMetrics"].get("numDeletionVectorsAdded", "0") != "0"
-                   for h in history(delta_spark, table) if h["operation"] == "DELETE")
-    done = kafkalog("restore", str(table), str(tmp_path / "restored"), "--json")
-    assert done.returncode == 0, done.stderr
-    want = delta_spark.run(_spark_rows, table)
-    assert log_rows(tmp_path / "restored") == want and len(want) == 599
+        _assert_a_deletion_vector_deleted(delta_spark, table)
+    _assert_restore_gives_the_tables_rows(delta_spark, table, tmp_path / "restored")
 
 
 def test_restore_a_delta_rs_table_after_delta_spark_deleted_with_deletion_vectors(
@@ -301,12 +297,21 @@ def test_restore_a_delta_rs_table_after_delta_spark_deleted_with_deletion_vector
     delta_spark.run(_sql, f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES "
                           f"('delta.enableDeletionVectors' = 'true')")
     delta_spark.run(_sql, f"DELETE FROM delta.`{table}` WHERE key = X'6b31'")  # k1
+    _assert_a_deletion_vector_deleted(delta_spark, table)
+    _assert_restore_gives_the_tables_rows(delta_spark, table, tmp_path / "restored")
+
+
+def _assert_a_deletion_vector_deleted(delta_spark, table) -> None:
     assert any(h["operationMetrics"].get("numDeletionVectorsAdded", "0") != "0"
                for h in history(delta_spark, table) if h["operation"] == "DELETE")
-    done = kafkalog("restore", str(table), str(tmp_path / "restored"), "--json")
+
+
+def _assert_restore_gives_the_tables_rows(delta_spark, table, restored) -> None:
+    """``kafkalog restore`` of ``table`` gives the rows delta-spark reads (599: one deleted)."""
+    done = kafkalog("restore", str(table), str(restored), "--json")
     assert done.returncode == 0, done.stderr
     want = delta_spark.run(_spark_rows, table)
-    assert log_rows(tmp_path / "restored") == want and len(want) == 599
+    assert log_rows(restored) == want and len(want) == 599
 
 
 def _append_rows(spark, logs, table, app_id) -> None:

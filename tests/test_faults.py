@@ -398,7 +398,6 @@ def test_retention_tolerates_a_vanished_index(tmp_path: Path) -> None:
 
 @pytest.fixture()
 def delta_case(tmp_path: Path):
-    pytest.importorskip("deltalake")
     from test_delta_migrate import records as delta_records
 
     logs = tmp_path / "logs"

@@ -20,7 +20,6 @@ from kafkalog_spark.errors import CompressionError, CorruptIndexError, Location,
 from kafkalog_spark.tiered import aiven_storage
 from kafkalog_spark.tiered.aiven_manifest import ChunkIndex, transformed_chunk_sizes
 
-pytest.importorskip("cryptography", reason="encrypted segments need the cryptography package")
 
 TOPIC = "events"
 
@@ -47,6 +46,7 @@ def test_chunk_index_ranges():
 
 
 def _log(tmp_path, n=600, segment_bytes=8 << 10):
+    """A one-partition log of ``n`` keyed records in 20-record batches, and its rows."""
     log_dir = tmp_path / "logs"
     rows = [{"key": f"k{i % 7}".encode(), "value": (b"v%05d" % i) * 20} for i in range(n)]
     kl.write_log(pa.Table.from_pylist(rows), log_dir, topic=TOPIC, segment_bytes=segment_bytes,

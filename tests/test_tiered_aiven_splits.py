@@ -15,6 +15,7 @@ import pyarrow as pa
 import pytest
 from aiven_fixtures import aiven_offload, rsa_key
 from test_tiered_aiven import TOPIC, kl_segment_bytes, s3  # noqa: F401 (s3: a fixture)
+from test_tiered_aiven import _log as aiven_log
 
 import kafkalog_spark as kl
 from kafkalog_spark.codec.files.index import read_offset_index
@@ -25,7 +26,6 @@ from kafkalog_spark.datasource.reader import bad_ranges, read_split
 from kafkalog_spark.log.lookup import forget_remote_indexes
 from kafkalog_spark.tiered import aiven_storage
 
-pytest.importorskip("cryptography", reason="encrypted segments need the cryptography package")
 
 CHUNK = 10000  # bytes of a chunk: a few of _log's batches (about 2,700 bytes each)
 TIERS = {"plain": {}, "zstd+aes": {"compression": True, "encrypted": True},
@@ -33,11 +33,7 @@ TIERS = {"plain": {}, "zstd+aes": {"compression": True, "encrypted": True},
 
 
 def _log(tmp_path, n=6000, segment_bytes=256 << 10):
-    log_dir = tmp_path / "logs"
-    rows = [{"key": f"k{i % 7}".encode(), "value": (b"v%05d" % i) * 20} for i in range(n)]
-    kl.write_log(pa.Table.from_pylist(rows), log_dir, topic=TOPIC, segment_bytes=segment_bytes,
-                 max_batch_records=20, index_interval_bytes=1024)
-    return log_dir, kl.read_log(log_dir)
+    return aiven_log(tmp_path, n, segment_bytes)
 
 
 def _tier(tmp_path, tier: str, n=6000):
