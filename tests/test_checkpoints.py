@@ -20,7 +20,7 @@ from kafkalog_spark.codec.files.properties import (MetaProperties, format_clean_
                                                    format_partition_metadata, java_date_string,
                                                    parse_clean_shutdown, parse_java_properties,
                                                    parse_meta_properties, parse_partition_metadata,
-                                                   uuid_from_string, uuid_to_string)
+                                                   random_uuid, uuid_from_string, uuid_to_string)
 from kafkalog_spark.errors import CorruptCheckpointError, InvalidOptionError, KafkaLogError
 from kafkalog_spark.storage.atomic import (atomic_write_bytes, fsync_dir, read_checkpoint_file,
                                            write_checkpoint_file)
@@ -189,6 +189,18 @@ def test_uuid_text_and_bytes() -> None:
     for bad in ["A" * 25, "AAAA", "AAAAAAAAAAAAAAAAAAAAA+", "AAAAAAAAAAAAAAAAAAAAAAAA"]:
         with pytest.raises(ValueError):
             uuid_from_string(bad)
+
+
+def test_random_uuids_are_safe_on_kafka_command_lines() -> None:
+    """New topic and cluster ids never hold a ``-`` (``kafka-storage format -t -x...`` reads an
+    id with a leading one as an option; about 30% of plain uuid4 strings hold one) and are
+    version-4 UUIDs, none reserved."""
+    ids = {random_uuid() for _ in range(2000)}
+    assert len(ids) == 2000
+    for text in ids:
+        raw = uuid_from_string(text)
+        assert "-" not in text and len(text) == 22 and raw[6] >> 4 == 4 and raw[8] >> 6 == 2
+        assert raw not in (bytes(16), bytes(15) + b"\x01")
 
 
 def test_partition_metadata_rules() -> None:

@@ -17,7 +17,6 @@ import base64
 import os
 import shutil
 import struct
-import uuid as uuidlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +25,7 @@ import pyarrow as pa
 import kafkalog_spark as kl
 from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.codec.files import naming as N
+from kafkalog_spark.codec.files.properties import random_uuid as new_uuid
 
 TIER_ROOT = "kafka-tiered-storage"
 
@@ -49,10 +49,6 @@ def _string(s: str) -> bytes:
 
 def _uuid(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "==")
-
-
-def new_uuid() -> str:
-    return base64.urlsafe_b64encode(uuidlib.uuid4().bytes).rstrip(b"=").decode()
 
 
 def _tip(topic_id: str, topic: str, partition: int) -> bytes:

@@ -4,7 +4,6 @@ snapshot at the new log end offset, and the recovery-point / replication / log-s
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,7 +82,7 @@ def _write_snapshot(pdir: Path, existing: PartitionDir | None, result: Partition
 def topic_id_for(log_dir: Path, topic: str, given: str | None = None) -> str:
     """The topic id for a new partition dir of ``topic``: ``given``, else the one its other
     partitions in ``log_dir`` have, else a new random one."""
-    return given or _topic_id_in(log_dir, topic) or _random_topic_id()
+    return given or _topic_id_in(log_dir, topic) or M.random_uuid()
 
 
 def _topic_id_in(log_dir: Path, topic: str) -> str | None:
@@ -96,11 +95,6 @@ def _topic_id_in(log_dir: Path, topic: str) -> str | None:
             meta = read_checkpoint_file(entry, M.parse_partition_metadata)
             return M.uuid_to_string(meta.topic_id)
     return None
-
-
-def _random_topic_id() -> str:
-    raw = uuid.uuid4().bytes
-    return M.uuid_to_string(raw)
 
 
 def update_log_dir_checkpoints(log_dir: Path, written: list[PartitionWrite],

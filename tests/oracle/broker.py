@@ -24,16 +24,15 @@ broker, also node 1, answering there does not count: ``servers.listens``).
 from __future__ import annotations
 
 import atexit
-import base64
 import os
 import signal
 import socket
 import subprocess
 import time
-import uuid
 from collections.abc import Mapping
 from pathlib import Path
 
+from kafkalog_spark.codec.files.properties import random_uuid
 from servers import ManagedServer, PortInUse, ServerProcess, free_port
 
 from .logdirs import read_checkpoint
@@ -113,11 +112,6 @@ class BrokerError(RuntimeError):
 
 class BrokerPortInUse(BrokerError, PortInUse):
     """The broker exited because one of its ports was taken first."""
-
-
-def cluster_id() -> str:
-    """A new cluster id as Kafka writes one (a UUID, base64url without padding)."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 class KafkaBroker:
@@ -320,7 +314,7 @@ class KafkaBroker:
         return path
 
     def _format(self) -> None:
-        self.java("kafka.tools.StorageTool", "format", "-t", cluster_id(),
+        self.java("kafka.tools.StorageTool", "format", "-t", random_uuid(),
                   "-c", str(self.config_path))
 
     def _launch(self, timeout: float) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -42,6 +43,20 @@ def uuid_from_string(text: str) -> bytes:
     if len(raw) != 16:
         raise ValueError(f"input string {text!r} decoded as {len(raw)} bytes, not the 16 of a UUID")
     return raw
+
+
+def random_uuid() -> str:
+    """A new id as Kafka's ``Uuid.randomUuid`` makes one: never a reserved id (zero, or the
+    metadata topic's ``AAAAAAAAAAAAAAAAAAAAAQ``) and never one whose string has a ``-``: Kafka's
+    command-line tools read ``-t -abc...`` as an option (Kafka 3.x/4.x excluded a leading ``-``,
+    KAFKA-20072 any ``-``)."""
+    while True:
+        raw = bytearray(os.urandom(16))
+        raw[6] = (raw[6] & 0x0F) | 0x40  # version 4
+        raw[8] = (raw[8] & 0x3F) | 0x80  # IETF variant
+        text = uuid_to_string(bytes(raw))
+        if "-" not in text:
+            return text
 
 
 def uuid_to_string(raw: bytes) -> str:
