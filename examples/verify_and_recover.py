@@ -5,8 +5,9 @@ it the way a crash does (a half-written batch at the end of the active segment),
 
 1. ``verify``: every problem, located by file, byte position and base offset;
 2. ``recover`` as a dry run: the plan;
-3. ``recover`` executed: the torn bytes go to a quarantine with a SHA-256 manifest, indexes and
-   checkpoints are rebuilt;
+3. ``recover`` executed: the torn bytes go to a quarantine with a SHA-256 manifest; what a
+   broker's load would rebuild is rebuilt as it does (here the active segment's indexes and a
+   producer snapshot at its base);
 4. ``verify`` again, and ``read_log``: every complete record is still there.
 
 The same from the command line: ``kafkalog verify DIR``, ``kafkalog recover DIR [--execute]``.

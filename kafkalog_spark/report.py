@@ -80,9 +80,10 @@ def render_recovery(report: RecoveryReport) -> str:
         head = f"{p.name}: log end offset {p.log_end}"
         if p.cut:
             head += f", cut at {p.cut['file']} byte {p.cut['position']} ({p.cut['reason']})"
-        if p.actions:
+        if p.actions or p.left:
             lines.append(head)
             lines.extend(f"  {a.describe()}" for a in p.actions)
+            lines.extend(f"  left: {why}" for why in p.left)
         for d in p.damage:
             before, after = d["last_offset_before"], d["first_offset_after"]
             lines.append(f"  damaged bytes [{d['start']}, {d['end']}) of {d['file']}: "

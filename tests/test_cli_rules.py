@@ -363,8 +363,11 @@ def test_a_dump_that_cannot_dump_a_file_exits_2(capsys, logs):
 def test_the_salvage_plan_lists_every_action_the_execute_run_takes(capsys, tmp_path):
     """Damage a salvage rewrite keeps around, damage at the log's end (a cut: the log end
     moves back, so the producer snapshot there goes and a new one is written) and a broken
-    time index: the dry run plans all of it, action for action, and changes no byte."""
+    time index, after a crash with nothing flushed (no recovery point: the broker's load
+    recovers every segment): the dry run plans all of it, action for action, and changes no
+    byte."""
     logs = v2_log(tmp_path, "none")
+    (logs / "recovery-point-offset-checkpoint").unlink()
     segs = segments(logs)
     data, _ = damage("bit-flip", bytearray(segs[1].read_bytes()), np.random.default_rng(1))
     segs[1].write_bytes(bytes(data))

@@ -29,7 +29,7 @@ def test_every_example_is_covered_here():
 
 def test_verify_and_recover(tmp_path):
     out = load("verify_and_recover").main([str(tmp_path)])
-    assert out == {"problems": 1, "actions": 1, "records": 2000, "manifests": 1}
+    assert out == {"problems": 1, "actions": 2, "records": 2000, "manifests": 1}
     assert (tmp_path / "quarantine").is_dir()
 
 

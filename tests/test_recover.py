@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
@@ -24,6 +25,7 @@ from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.log.swap import NewSegment, replace_segments
 from kafkalog_spark.inspect.verify import verify
 from kafkalog_spark.recovery.quarantine import read_manifests
+from kafkalog_spark.recovery.rebuild import rebuild_indexes
 from kafkalog_spark.recovery.recover import recover
 
 from test_index import marker, txn_batch
@@ -128,11 +130,20 @@ def test_damage_is_cut_losing_nothing(log_dir: Path, kind: str) -> None:
     assert not again.changed and snapshot_files(log_dir) == state
 
 
-def test_clean_dir_needs_nothing(log_dir: Path) -> None:
+def test_clean_dir_gets_only_what_a_brokers_load_adds(log_dir: Path) -> None:
+    """write_log leaves no clean-shutdown marker and the recovery point at the log end: a
+    broker's load recovers the active segment (the one holding the recovery point), whose
+    producer-state rebuild takes snapshots at the last two segment bases. recover adds those
+    and nothing else, quarantines nothing, and a second run finds nothing to do."""
     state = snapshot_files(log_dir)
-    assert not recover(log_dir, execute_plan=True).changed
-    assert snapshot_files(log_dir) == state
+    bases = [int(s.name[:20]) for s in segments(log_dir)]
+    done = recover(log_dir, execute_plan=True)
+    added = {str(Path("orders-0") / N.segment_file_name(o, N.SNAPSHOT)) for o in bases[-2:]}
+    assert {str(Path(a.path).relative_to(log_dir)) for a in done.actions} == added
+    after = snapshot_files(log_dir)
+    assert {n: c for n, c in after.items() if n not in added} == state
     assert not log_dir.with_name("logs.kafkalog-quarantine").exists()
+    assert not recover(log_dir, execute_plan=True).changed and snapshot_files(log_dir) == after
 
 
 def test_producer_snapshots_where_a_brokers_load_leaves_them(log_dir: Path) -> None:
@@ -176,9 +187,16 @@ def test_indexes_and_checkpoints_repaired(log_dir: Path) -> None:
     report = verify(log_dir)
     checks = {p.check for p in report.errors()}
     assert {"timeindex", "index", "checkpoint"} <= checks
-    recover(log_dir, execute_plan=True)
-    assert verify(log_dir).ok and not verify(log_dir).problems
+    # the broker's load recovers segment 0 (no .index) and the active one; it trusts the
+    # others' indexes, and so does recover, which names them
+    done = recover(log_dir, execute_plan=True)
     assert segs[0].with_suffix(".index").read_bytes() == good_index
+    assert [line.split(":")[0] for p in done.partitions for line in p.left] == [
+        segs[1].with_suffix(".timeindex").name, segs[-2].with_suffix(".index").name]
+    assert {p.check for p in verify(log_dir).errors()} == {"timeindex", "index"}
+    assert not recover(log_dir, execute_plan=True).changed
+    rebuild_indexes(log_dir, execute_plan=True)  # what the left lines advise
+    assert verify(log_dir).ok and not verify(log_dir).problems
     assert C.parse_offset_checkpoint(rp.read_text()) == {("orders", 0): 1200}
     assert C.parse_offset_checkpoint((log_dir / N.CLEANER_OFFSET_CHECKPOINT).read_text()) == {("orders", 0): 0}
     replaced = [e for e in quarantined(log_dir) if e["kind"] == "replaced"]
@@ -396,3 +414,26 @@ def test_leader_epochs_rebuilt_from_batch_headers(tmp_path: Path) -> None:
     recover(log_dir, execute_plan=True)
     assert C.parse_leader_epoch_checkpoint(epochs.read_text()) == [C.EpochEntry(2, 0)]
     assert verify(log_dir).ok
+
+
+def test_a_recovered_segments_indexes_follow_the_topics_index_interval(tmp_path: Path) -> None:
+    """The broker's load rebuilds the active segment's indexes with the topic's
+    index.interval.bytes, which the KRaft metadata log records: a log written at 1024 keeps its
+    index when the metadata says 1024, and gets Kafka's 4096 when it says nothing."""
+    from test_tiered_maintenance import _topic_config
+
+    rows = [{"key": f"k{i % 7}".encode(), "value": (b"v%05d" % i) * 20} for i in range(600)]
+    for name, configured in (("told", True), ("untold", False)):
+        log_dir = tmp_path / name
+        kl.write_log(pa.Table.from_pylist(rows), log_dir, topic="orders", segment_bytes=8 << 10,
+                     max_batch_records=20, index_interval_bytes=1024)
+        if configured:
+            _topic_config(log_dir, "orders", "index.interval.bytes", "1024")
+        active = segments(log_dir)[-1].with_suffix(".index")
+        written = active.read_bytes()
+        done = recover(log_dir, execute_plan=True)
+        rebuilt = [a for a in done.actions if a.path == str(active)]
+        assert bool(rebuilt) != configured, name
+        assert (active.read_bytes() == written) == configured
+        assert len(active.read_bytes()) < len(written) or configured
+        assert not recover(log_dir, execute_plan=True).changed

@@ -12,8 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from kafkalog_spark import verify
+from kafkalog_spark.cli import cli
 from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.codec.files.index import TxnIndex
@@ -21,6 +23,7 @@ from kafkalog_spark.codec.files.snapshot import ProducerStateTracker
 from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.codec.records.encode import encode_end_txn_marker
 from kafkalog_spark.recovery.loader import loaded_snapshots, recovered_from_recovery_point
+from kafkalog_spark.recovery.rebuild import rebuild_indexes
 from kafkalog_spark.recovery.recover import recover
 
 from test_compaction import D, T, build_partition, cmp, rec
@@ -125,8 +128,8 @@ def test_a_crash_with_every_segment_unflushed_rebuilds_it_as_kafka_does(tmp_path
 @pytest.mark.parametrize("clean", [True, False], ids=["clean-shutdown", "crash"])
 def test_a_missing_txnindex_below_the_recovery_point(tmp_path, clean):
     """The broker's load does not notice it (LogSegment.sanityCheck looks for the .index
-    only) and would leave segment 4's aborted records visible to read_committed readers;
-    recover writes it as the segment's recovery would: the bytes the broker wrote."""
+    only) and leaves segment 4's aborted records visible to read_committed consumers; recover
+    leaves it missing too and says so, and rebuild-index writes the bytes the broker wrote."""
     log_dir = tmp_path / "logs"
     pdir = _partition(log_dir)
     _stopped(log_dir, 10, clean=clean)
@@ -138,11 +141,20 @@ def test_a_missing_txnindex_below_the_recovery_point(tmp_path, clean):
     txn.unlink()
     assert not verify(log_dir).ok
     done = recover(log_dir, execute_plan=True)
-    assert [a.reason for a in done.actions] == [
-        "missing .txnindex: the log's markers abort 1 transactions; rebuilt from the segment's "
-        "markers (1 entries)"]
+    assert not done.changed and not txn.exists()
+    assert [line for p in done.partitions for line in p.left] == [
+        f"{txn.name}: missing, left as the broker's load leaves a segment it does not recover "
+        f"(it serves it as it is); `kafkalog rebuild-index --execute {txn.with_suffix('.log')}` "
+        "rebuilds it"]
+    printed = CliRunner().invoke(cli, ["recover", str(log_dir)])
+    assert printed.exit_code == 0 and f"  left: {txn.name}: missing" in printed.output
+    # read_committed goes by the .txnindex, as the broker's fetch does: the aborted records
+    # of segment 4's marker show, as they do to the broker's consumers
+    assert [r["offset"] for r in _committed(log_dir)] == [0, 1, 2, 3, 4, 6, 8, 9]
+    rebuilt = rebuild_indexes(log_dir, execute_plan=True)
+    assert [a.path for a in rebuilt.actions] == [str(txn)]
     assert txn.read_bytes() == written and _files(log_dir) == state
-    assert _committed(log_dir) == committed
+    assert _committed(log_dir) == committed and verify(log_dir).ok
 
 
 def _with_segment_4_txnindex(tmp_path: Path, entry: tuple[int, int, int, int]):
@@ -174,11 +186,19 @@ def test_a_txnindex_failing_the_loads_sanity_check_recovers_its_segment(tmp_path
     assert verify(log_dir, deep=True).ok and not recover(log_dir).changed
 
 
-def test_an_inconsistent_txnindex_below_the_recovery_point_is_repaired(tmp_path):
+def test_an_inconsistent_txnindex_below_the_recovery_point_is_left_as_the_broker_leaves_it(
+        tmp_path):
     """An entry the load's sanity check passes but the markers contradict (a first offset
-    after the transaction's data): the broker would keep it; recover rebuilds it."""
+    after the transaction's data): the broker keeps it, so does recover (naming it); verify
+    reports it and rebuild-index rebuilds it."""
     log_dir, _, txn, written = _with_segment_4_txnindex(tmp_path, (PID, 4, 5, 6))
-    recover(log_dir, execute_plan=True)
+    wrong = txn.read_bytes()
+    done = recover(log_dir, execute_plan=True)
+    assert txn.read_bytes() == wrong
+    assert [line.split(",")[0] for p in done.partitions for line in p.left] == [
+        f"{txn.name}: inconsistent with its .log"]
+    assert not verify(log_dir, deep=True).ok
+    rebuild_indexes(log_dir, execute_plan=True)
     assert txn.read_bytes() == written and verify(log_dir, deep=True).ok
 
 
@@ -280,7 +300,7 @@ def test_the_loaders_producer_snapshots():
         return loaded_snapshots(bases, ends, leo, log_start_checkpoint=start, log_start=start,
                                 repaired=repaired, clean_shutdown=clean, existing=existing,
                                 recovered=recovered_from_recovery_point(
-                                    bases, leo, None if clean else point))
+                                    bases, None if clean else point))
 
     # a crash with nothing flushed and no snapshot: one at every base above the log start
     assert load([]).offsets == [*bases[1:], leo]

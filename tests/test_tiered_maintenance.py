@@ -262,7 +262,14 @@ def test_the_spark_jobs_refuse_before_a_task_runs(spark, tmp_path, capsys):
 # --- recover -----------------------------------------------------------------------------------
 
 def test_recover_of_a_clean_tiered_log_changes_nothing_twice(tmp_path, capsys):
+    """Once the files a broker's load adds are there (the log was written without a
+    clean-shutdown marker: the load recovers each active segment, rebuilding its index at the
+    topic's index.interval.bytes, Kafka's 4096 here, and takes producer snapshots at the last
+    two segment bases), recover changes nothing, run after run."""
     log_dir, _ = _logs(tmp_path)
+    first = recover(log_dir, execute_plan=True)
+    assert sorted({(Path(a.path).parent.name, Path(a.path).suffix) for a in first.actions}) == [
+        (f"{t}-0", s) for t in sorted((TIERED, PLAIN)) for s in (".index", ".snapshot")]
     before = _tree(log_dir)
     for extra in ([], ["--execute"], ["--execute"]):
         code, out, err = _run(capsys, "recover", log_dir, "--json", *extra)

@@ -169,7 +169,7 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
             recovered = {}
         out = _ordered(out)
         _checkpoints(dest, out, step)
-    recover([dest], execute_plan=True, step=step, recovered=recovered)
+    recover([dest], execute_plan=True, step=step, recovered=recovered, repair_trusted=True)
     return {"executed": True, "partitions": [p.to_dict() for p in out]}
 
 

@@ -34,17 +34,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 
-def recovered_from_recovery_point(bases: Sequence[int], log_end: int,
-                                  recovery_point: int | None) -> list[int]:
+def recovered_from_recovery_point(bases: Sequence[int], recovery_point: int | None) -> list[int]:
     """Step 2: the indexes of the segments ``recoverLog`` recovers — from the one holding the
-    recovery point on, none after a clean shutdown (``recovery_point`` ``None``). One departure:
-    a recovery point at or beyond the log end (nothing unflushed) recovers none, where a broker
-    would still recover the active segment (which would add snapshots to a healthy log we
-    wrote, docs/kafka-oracle.md L1)."""
-    if recovery_point is None:
+    recovery point on (the last one whose base is at or below it: the active segment even when
+    the recovery point is the log end), all when it is below the first base, none after a
+    clean shutdown (``recovery_point`` ``None``)."""
+    if recovery_point is None or not bases:
         return []
-    ends = [*bases[1:], log_end]
-    return [i for i, end in enumerate(ends) if end > recovery_point]
+    return list(range(max(bisect_right(bases, recovery_point) - 1, 0), len(bases)))
 
 
 @dataclass

@@ -15,6 +15,7 @@ import numpy as np
 from ..codec.files import checkpoints as C
 from ..codec.files import naming as N
 from ..codec.files.index import read_txn_index
+from ..codec.files.index_rebuild import DEFAULT_INDEX_INTERVAL_BYTES
 from ..codec.records.scan import scan_entries
 from ..errors import KafkaLogError
 from ..log.model import PartitionDir, Segment
@@ -22,7 +23,7 @@ from ..storage import mapped_file, storage_for
 from ..storage.atomic import read_checkpoint_file
 from .actions import CUT_TAIL, QUARANTINE_FILE, WRITE_FILE, Action
 from .loader import LoadedSnapshots, loaded_snapshots, recovered_from_recovery_point
-from .rebuild import plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
+from .rebuild import index_path, plan_segment_indexes, plan_txn_index, read_snapshots, replay_partition
 from .validity import first_invalid_entry
 
 
@@ -38,6 +39,8 @@ class PartitionOutcome:
     cut: dict | None = None  # {"file", "position", "base_offset", "reason"}
     damage: list[dict] = field(default_factory=list)  # --salvage: the ranges dropped, gaps
     salvage_would_keep: dict | None = None  # default run with a cut: what --salvage keeps
+    # what recover leaves as the broker's load does (an index the load trusts), and how to fix it
+    left: list[str] = field(default_factory=list)
 
 
 
@@ -45,13 +48,18 @@ class PartitionOutcome:
 
 
 def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
-                   recovery_point: int | None = 0, tiered: bool = False) -> PartitionOutcome:
+                   recovery_point: int | None = 0, tiered: bool = False,
+                   repair_trusted: bool = False,
+                   index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> PartitionOutcome:
     """Plan steps 2-6 of the module docstring for one partition (swap passes already applied or
     simulated in ``part``). ``recovery_point``: its ``recovery-point-offset-checkpoint`` entry
     (0 without one), ``None`` after a clean shutdown (the broker's load then recovers only the
     segments its sanity check fails: :mod:`.loader`). ``tiered``: part of its history is in a
     remote tier (:mod:`kafkalog_spark.log.tiered_topics`), whose offsets keep their leader
-    epochs."""
+    epochs. ``repair_trusted``: also rebuild a missing or inconsistent index of a segment the
+    load does not recover (a log dir we have just written); otherwise it is left as the load
+    leaves it and listed in ``left``. ``index_interval_bytes``: the topic's, for the indexes
+    of the segments the load recovers."""
     out = PartitionOutcome(part.name, str(part.path))
     for p in part.leftovers:
         if not p.name.endswith(f".{N.CHECKPOINT}.{N.DELETED}"):
@@ -73,7 +81,7 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
         log_start = min(log_start_checkpoint if tiered
                         else max(log_start_checkpoint, out.first_base), leo)
         bases = [s.base_offset for s in kept]
-        recovered = recovered_from_recovery_point(bases, leo, recovery_point)
+        recovered = recovered_from_recovery_point(bases, recovery_point)
         repaired = [i for i in failing if i < len(kept)]
         loaded = loaded_snapshots(bases, v2_ends, leo, log_start_checkpoint=log_start_checkpoint,
                                   log_start=log_start, repaired=repaired, recovered=recovered,
@@ -107,18 +115,22 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
         seg = segs[cut[0]]
         out.actions.append(Action(CUT_TAIL, str(seg.log), f"{cut[2]} at byte {cut[1]}",
                                   start=cut[1], end=seg.log_size))
-    # 4: indexes; the .txnindex as the broker's load leaves it (only a segment it recovers has
-    # it rebuilt), unless missing or inconsistent with the log. Those of a segment the load's
-    # sanity check fails come last: until they are written a killed run's successor sees the
-    # same failure, so plans the same snapshots
+    # 4: indexes as the broker's load leaves them: a segment it recovers has all three rebuilt
+    # from its batches (LogSegment.recover), the others keep theirs. Those of a segment the
+    # load's sanity check fails come last: until they are written a killed run's successor
+    # sees the same failure, so plans the same snapshots
     rebuilt = {i: failing.get(i, "") for i in (*recovered, *repaired)}
     if cut is not None:
         rebuilt.setdefault(cut[0], "")
     indexes: dict[bool, list[Action]] = {True: [], False: []}
     for i, seg in enumerate(kept):
+        if i not in rebuilt and not repair_trusted:
+            indexes[False].extend(_as_the_load_leaves(seg, ends[i], replay, i, out.left))
+            continue
         with mapped_file(seg.log) as buf:
             indexes[i in failing].extend(plan_segment_indexes(
-                seg, buf[:ends[i]], truncated=cut is not None and i == cut[0]))
+                seg, buf[:ends[i]], truncated=cut is not None and i == cut[0],
+                force=i in rebuilt, index_interval_bytes=index_interval_bytes))
         indexes[i in failing].extend(plan_txn_index(
             seg, replay.aborted[i], keep_consistent=i not in rebuilt, bare=replay.bare[i],
             why=rebuilt.get(i, "")))
@@ -144,6 +156,34 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
     # are what its RemoteLogManager fetches and expires remote segments by
     out.actions.extend(_plan_leader_epochs(part, epochs, leo, log_start))
     return out
+
+
+def _as_the_load_leaves(seg: Segment, end: int, replay, i: int, left: list[str]) -> list[Action]:
+    """A segment the broker's load does not recover keeps its index files as they are, but a
+    missing ``.timeindex``, which ``LogSegment.sanityCheck`` creates empty. What differs from
+    its batches goes to ``left`` (``kafkalog rebuild-index`` rebuilds it): the broker serves
+    such an index as it is, and with a missing ``.txnindex`` its ``read_committed`` consumers
+    receive the segment's aborted records."""
+    actions = []
+    if seg.timeindex is None:
+        path = index_path(seg, N.TIME_INDEX)
+        actions.append(Action(WRITE_FILE, str(path), "missing; created empty, as the broker's "
+                              "load creates it for a segment it does not recover", content=b""))
+        left.append(f"{path.name}: created empty as the broker's load does (time lookups and "
+                    "retention.ms then go by the .log's modification time); `kafkalog "
+                    f"rebuild-index --execute --force --kind timeindex {seg.log}` builds its "
+                    "entries")
+    with mapped_file(seg.log) as buf:
+        stale = [a.path for a in plan_segment_indexes(seg, buf[:end])
+                 if seg.timeindex is not None or not a.path.endswith(N.TIME_INDEX)]
+    stale += [a.path for a in plan_txn_index(seg, replay.aborted[i], keep_consistent=True,
+                                              bare=replay.bare[i])]
+    for path in map(Path, stale):
+        state = "inconsistent with its .log" if storage_for(path).exists(path) else "missing"
+        left.append(f"{path.name}: {state}, left as the broker's load leaves a segment it does "
+                    "not recover (it serves it as it is); `kafkalog rebuild-index --execute "
+                    f"{seg.log}` rebuilds it")
+    return actions
 
 
 def load_sanity_check(seg: Segment) -> str | None:

@@ -9,8 +9,9 @@ truncated, or :mod:`~kafkalog_spark.inspect.verify` finds it inconsistent with t
 with ``force``. A valid index a broker wrote is therefore kept even where its entries differ
 from recovery's (a broker restarted mid-segment, §9.5), which keeps repairs minimal and a second
 run a no-op; so is a cleaned segment's ``.txnindex``, whose entries for transactions the cleaner
-removed the data of no replay gives — except in a segment a broker's load recovers
-(:mod:`.loader`), where ``recover`` writes what ``LogSegment.recover`` writes.
+removed the data of no replay gives. ``recover`` calls it for the segments a broker's load
+recovers (:mod:`.loader`) with ``force``, writing what ``LogSegment.recover`` writes, and leaves
+the others' files as the load does (:mod:`.plan`); this command is how those are repaired.
 
 :func:`rebuild_indexes` is ``kafkalog rebuild-index``: a dry run unless ``execute``.
 """
@@ -44,7 +45,8 @@ from .quarantine import Quarantine
 INDEX_KINDS = (N.INDEX, N.TIME_INDEX, N.TXN_INDEX)
 
 
-def _path(seg: Segment, kind: str) -> Path:
+def index_path(seg: Segment, kind: str) -> Path:
+    """Where ``seg``'s index file of ``kind`` is (whether or not it exists)."""
     return seg.log.with_name(N.segment_file_name(seg.base_offset, kind))
 
 
@@ -89,7 +91,7 @@ def plan_segment_indexes(seg: Segment, data: np.ndarray, *, truncated: bool = Fa
     content = {N.INDEX: built.offset_index.to_bytes(), N.TIME_INDEX: built.time_index.to_bytes()}
     actions = []
     for kind in kinds:
-        path = _path(seg, kind)
+        path = index_path(seg, kind)
         fs = storage_for(path)
         if fs.exists(path):
             if fs.stat(path).st_size == len(content[kind]) and \
@@ -120,7 +122,7 @@ def plan_txn_index(seg: Segment, aborted: Sequence[CompletedTxn], *,
     expected = TxnIndex.from_entries(seg.base_offset, [(t.producer_id, t.first_offset, t.last_offset,
                                                         t.last_stable_offset) for t in aborted])
     content = expected.to_bytes()
-    path = _path(seg, N.TXN_INDEX)
+    path = index_path(seg, N.TXN_INDEX)
     fs = storage_for(path)
     if fs.exists(path) and fs.read_bytes(path) == content:
         return []

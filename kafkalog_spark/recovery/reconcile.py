@@ -148,7 +148,8 @@ class Job:
         """Every partition and the offset checkpoints are in ``dest``: rebuild the derived
         files, remove the staging folder."""
         rebuilt = recover([self.dest], execute_plan=True,
-                          quarantine_dir=self.quarantine_root / "rebuild", step=step)
+                          quarantine_dir=self.quarantine_root / "rebuild", step=step,
+                          repair_trusted=True)
         for p in rebuilt.partitions:
             if p.cut is not None:  # the plan kept only valid batches: a cut here is a bug
                 report.notes.append(f"{p.path}: recovery of the written log cut it: {p.cut}")

@@ -12,13 +12,13 @@ point is completed by the next run, and a second run of a finished one plans not
    range, a transaction marker Kafka cannot parse — and, like ``recoverLog`` (§12.4), move every
    later segment into the quarantine, then copy the cut tail there and truncate (later
    segments first: a run killed after the cut must not find them valid and keep them);
-4. rebuild ``.index``/``.timeindex`` where missing, inconsistent or truncated (§12.5,
-   :mod:`~kafkalog_spark.recovery.rebuild`); ``.txnindex`` from the ABORT markers in the
-   segments a broker's load recovers (:mod:`~kafkalog_spark.recovery.loader`: without the
-   clean-shutdown marker those from the one holding the recovery point on, and any whose
-   ``.index`` is missing or whose ``.txnindex`` fails the load's sanity check) and the cut one;
-   in the others only where missing or inconsistent with the markers — a cleaned segment keeps
-   the entries the cleaner copied for transactions whose data it removed;
+4. indexes as the broker's load leaves them (§12.5, :mod:`~kafkalog_spark.recovery.rebuild`):
+   the segments it recovers (:mod:`~kafkalog_spark.recovery.loader`: without the clean-shutdown
+   marker the one holding the recovery point and every later one, and any whose ``.index`` is
+   missing or whose ``.txnindex`` fails the load's sanity check) and the cut one get
+   ``.index``, ``.timeindex`` (at the topic's ``index.interval.bytes``) and ``.txnindex``
+   rebuilt from their batches; the others keep theirs, but a missing ``.timeindex`` is created
+   empty — what differs from the batches there is listed (``left``) for ``rebuild-index``;
 5. producer snapshots where a broker's load leaves them (§12.7,
    :mod:`~kafkalog_spark.recovery.loader`): write the replayed state where no snapshot agrees
    with the log — at the log end offset, at the base and end of every segment the load
@@ -36,11 +36,9 @@ start when out of range.
 Deliberate differences from a broker: nothing is deleted — every removed byte is moved to the
 quarantine with a manifest (:mod:`~kafkalog_spark.recovery.quarantine`); a batch whose offsets
 do not increase cuts the log at that batch (Kafka empties the whole segment); every segment is
-checked, not only those after the recovery point, and below it an index file missing or
-inconsistent with the log is repaired (the load leaves it: an empty ``.timeindex``, no
-``.txnindex``), while one consistent with it is kept byte for byte; a recovery point at the log
-end recovers no segment (a broker recovers the active one); a log-start checkpoint beyond the
-log end is capped (Kafka deletes every segment). ``-delete`` dirs and the KRaft metadata log are not
+checked, not only those the load recovers (a cut below the recovery point moves later segments
+to the quarantine where a broker keeps serving them: docs/kafka-oracle.md, "Still different");
+a log-start checkpoint beyond the log end is capped (Kafka deletes every segment). ``-delete`` dirs and the KRaft metadata log are not
 touched. A tiered partition (tiered storage, :mod:`kafkalog_spark.log.tiered_topics`) is
 recovered as the broker's loader does with remote storage on: its log start offset stays the
 checkpointed one, below its local log, and its leader epochs are truncated from the start only
@@ -58,12 +56,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..codec.files import naming as N
+from ..codec.files.index_rebuild import DEFAULT_INDEX_INTERVAL_BYTES
+from ..errors import KafkaLogError
 from ..log import swap
 from ..log.discovery import _classify, _scan_partition_dir, discover
 from ..log.model import LogDir, PartitionDir
 from ..log.selection import command_partitions
 from ..log.staging import STAGING_INFIX
 from ..log.tiered_topics import TieredPartition, tiered_partitions
+from ..log.topic_config import effective_config, metadata_topic_configs
 from ..storage import LOCAL, storage_for
 from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from .actions import QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, WRITE_FILE, Action, execute
@@ -99,6 +100,7 @@ class RecoveryReport:
                 "quarantine_runs": self.quarantine_runs,
                 "partitions": [{"partition": p.name, "path": p.path, "first_base_offset": p.first_base,
                                 "log_end_offset": p.log_end, "cut": p.cut, "damage": p.damage,
+                                "left_as_the_broker_leaves_it": p.left,
                                 "salvage_would_keep": p.salvage_would_keep,
                                 "actions": [a.to_dict() for a in p.actions]} for p in self.partitions],
                 "log_dir_actions": [a.to_dict() for a in self.log_dir_actions]}
@@ -107,7 +109,8 @@ class RecoveryReport:
 def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
             execute_plan: bool = False, quarantine_dir: str | os.PathLike[str] | None = None,
             step: Step | None = None, salvage: bool = False,
-            recovered: Mapping[Path, tuple[int, int]] | None = None) -> RecoveryReport:
+            recovered: Mapping[Path, tuple[int, int]] | None = None,
+            repair_trusted: bool = False) -> RecoveryReport:
     """Plan (and with ``execute_plan`` carry out) the recovery of log dirs.
 
     Parameters
@@ -129,6 +132,10 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         ``{partition dir: (first base offset, log end offset)}`` of partitions the caller has
         just recovered itself (:func:`recover_written_partition`, in restore's Spark tasks):
         not read again, their offsets used for the log dir's checkpoints.
+    repair_trusted : bool
+        Also rebuild a missing or inconsistent index of a segment the broker's load does not
+        recover (for log dirs the caller has just written: restore, reconcile). Default: such
+        a file is left as the load leaves it, and listed in the partition's ``left``.
 
     Returns
     -------
@@ -156,12 +163,13 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             with hold_lock(log_dir.path):
                 q.resume()
                 _recover_log_dir(log_dir, report, q, step, scratch=None, salvage=salvage,
-                                 tiered=tiered, recovered=recovered)
+                                 tiered=tiered, recovered=recovered,
+                                 repair_trusted=repair_trusted)
                 q.finish()
         else:
             with LOCAL.temp_dir("kafkalog-recover-plan-") as scratch:
                 _recover_log_dir(log_dir, report, q, step, scratch=Path(scratch),
-                                 salvage=salvage, tiered=tiered)
+                                 salvage=salvage, tiered=tiered, repair_trusted=repair_trusted)
         if q.run is not None:
             report.quarantine_runs.append(str(q.run))
     return report
@@ -170,15 +178,17 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
 def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, step: Step | None,
                      *, scratch: Path | None, salvage: bool = False,
                      tiered: Mapping[Path, TieredPartition] | None = None,
-                     recovered: Mapping[Path, tuple[int, int]] | None = None) -> None:
+                     recovered: Mapping[Path, tuple[int, int]] | None = None,
+                     repair_trusted: bool = False) -> None:
     """Plan the recovery of one log dir and, without ``scratch`` (a dry run's private folder
     for rehearsed rewrites), carry it out. ``tiered``: the tiered partitions, by path;
-    ``recovered``: as for :func:`recover`."""
+    ``recovered``, ``repair_trusted``: as for :func:`recover`."""
     tiered = tiered or {}
     done = {storage_for(p).resolve(p): ends for p, ends in (recovered or {}).items()}
     execute_plan = scratch is None
     starts = read_offsets(log_dir.path / N.LOG_START_OFFSET_CHECKPOINT)
     points = read_offsets(log_dir.path / N.RECOVERY_POINT_CHECKPOINT)
+    intervals = _index_intervals(log_dir, report)
     for part in log_dir.special:
         if part.kind == N.DELETE_DIR:
             report.notes.append(f"{part.path}: partition dir queued for deletion; not recovered")
@@ -220,7 +230,9 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
         remote = tiered.get(part.path) if part.kind is None else None
         outcome = plan_partition(view, log_start_checkpoint=start, tiered=remote is not None,
                                  recovery_point=None if log_dir.clean_shutdown
-                                 else points.get(tp, 0) if tp is not None else 0)
+                                 else points.get(tp, 0) if tp is not None else 0,
+                                 repair_trusted=repair_trusted,
+                                 index_interval_bytes=intervals(part.topic))
         outcome.damage = damage
         if remote is not None:
             report.notes.append(tiered_note(remote, outcome))
@@ -242,6 +254,33 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
         execute(actions, q, step)
 
 
+def _index_intervals(log_dir: LogDir, report: RecoveryReport) -> Callable[[str | None], int]:
+    """Each topic's ``index.interval.bytes`` as its KRaft metadata records it (a segment the
+    load recovers has its indexes rebuilt with it; Kafka's default without a record). An
+    unreadable metadata log gives the defaults, and a note."""
+    try:
+        metadata = metadata_topic_configs(log_dir.path)
+    except KafkaLogError as exc:
+        report.notes.append(f"{log_dir.path}: topic configs not read from the metadata log "
+                            f"({exc}); indexes rebuilt with index.interval.bytes "
+                            f"{DEFAULT_INDEX_INTERVAL_BYTES}")
+        metadata = {}
+    configs: dict[str, int] = {}
+
+    def interval(topic: str | None) -> int:
+        if topic is None or topic not in metadata:
+            return DEFAULT_INDEX_INTERVAL_BYTES
+        if topic not in configs:
+            try:
+                configs[topic] = effective_config(topic, metadata=metadata).index_interval_bytes
+            except KafkaLogError as exc:
+                report.notes.append(f"{topic}: {exc}; indexes rebuilt with index.interval.bytes "
+                                    f"{DEFAULT_INDEX_INTERVAL_BYTES}")
+                configs[topic] = DEFAULT_INDEX_INTERVAL_BYTES
+        return configs[topic]
+    return interval
+
+
 def recover_written_partition(pdir: Path, recovery_point: int) -> tuple[int, int] | None:
     """Steps 2-6 for one partition dir its caller has just written (restore, in a Spark task:
     each task derives its own partition's files instead of the driver reading every segment
@@ -259,7 +298,8 @@ def recover_written_partition(pdir: Path, recovery_point: int) -> tuple[int, int
         (name.topic, name.partition), 0)
     outcome = plan_partition(_scan_partition_dir(pdir, name, root=log_dir),
                              log_start_checkpoint=start,
-                             recovery_point=None if clean else recovery_point)
+                             recovery_point=None if clean else recovery_point,
+                             repair_trusted=True)
     fs = storage_for(pdir)
     if outcome.cut is not None or any(
             a.kind != WRITE_FILE or fs.exists(Path(a.path)) for a in outcome.actions):
