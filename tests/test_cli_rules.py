@@ -20,6 +20,7 @@ from kafkalog_spark.cli import cli, main
 from kafkalog_spark.delta import migrate
 from kafkalog_spark.recovery.recover import recover
 
+from test_recover import crashed
 from test_salvage import damage, segments, v2_log
 
 # every command, and the tests below that hold it to each rule
@@ -367,7 +368,7 @@ def test_the_salvage_plan_lists_every_action_the_execute_run_takes(capsys, tmp_p
     recovers every segment): the dry run plans all of it, action for action, and changes no
     byte."""
     logs = v2_log(tmp_path, "none")
-    (logs / "recovery-point-offset-checkpoint").unlink()
+    crashed(logs)
     segs = segments(logs)
     data, _ = damage("bit-flip", bytearray(segs[1].read_bytes()), np.random.default_rng(1))
     segs[1].write_bytes(bytes(data))

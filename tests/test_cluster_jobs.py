@@ -30,6 +30,7 @@ from kafkalog_spark.codec.records.schema import HEADERS_TYPE
 from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.log.staging import STAGING_INFIX
 from test_datasource_read import as_source
+from test_recover import crashed
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
@@ -209,6 +210,7 @@ def test_recover_job_on_the_cluster_equals_local_and_the_engine(spark_cluster, t
     data[300] ^= 0x04
     segs[2][1].write_bytes(bytes(data))
     segs[0][0].with_suffix(".index").unlink()
+    crashed(src)  # nothing flushed: a broker's load checks every segment
     assert not kl.verify(src).ok
     dirs = copies(src, tmp_path)
     args = lambda name: ["--execute", "--json", str(dirs[name])]

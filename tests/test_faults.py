@@ -27,6 +27,7 @@ from kafkalog_spark.retention.retain import retain
 
 from faults import Outcome, fill, run_forked, run_script, tmpfs
 from test_read_write import records
+from test_recover import crashed
 
 COLS = ["topic", "partition", "offset", "key", "value", "timestamp"]
 SEGMENT = 6 * 1024
@@ -119,6 +120,7 @@ def make_damaged(log_dir: Path) -> Path:
     segs[1].write_bytes(data)
     segs[0].with_suffix(".index").unlink()
     (pdir / "00000000000000099999.index").write_bytes(bytes(16))
+    crashed(log_dir)  # nothing flushed: a broker's load recovers (and checks) every segment
     return log_dir
 
 

@@ -70,6 +70,14 @@ def quarantined(log_dir: Path) -> list[dict]:
     return out
 
 
+def crashed(root: Path) -> None:
+    """A crash with nothing flushed: no recovery point and no clean-shutdown marker in the log
+    dirs under ``root``, so a broker's load recovers (and checks) every segment."""
+    for name in (N.RECOVERY_POINT_CHECKPOINT, N.CLEAN_SHUTDOWN_FILE):
+        for path in [root / name, *root.rglob(name)]:
+            path.unlink(missing_ok=True)
+
+
 def damage(seg: Path, kind: str) -> tuple[int, int]:
     """Damage one segment; returns (cut position, first offset lost)."""
     data = bytearray(seg.read_bytes())
@@ -108,6 +116,13 @@ def test_damage_is_cut_losing_nothing(log_dir: Path, kind: str) -> None:
     report = verify(log_dir)
     assert not report.ok
     assert any(p.file == str(target.resolve()) and p.position == pos for p in report.errors()), report.errors()
+    # below the recovery point (write_log leaves it at the log end) the broker's load does not
+    # look: recover leaves the damage too, and names it
+    kept = recover(log_dir, execute_plan=True)
+    assert kept.partitions[0].cut is None and target.read_bytes() == damaged
+    assert [line for line in kept.partitions[0].left if line.startswith(f"{target.name}: ")
+            and f" at byte {pos} (base offset " in line and "--salvage" in line]
+    crashed(log_dir)
 
     plan = recover(log_dir)
     assert plan.changed and not plan.executed
@@ -311,6 +326,7 @@ def test_killed_at_every_step_then_completed(tmp_path: Path) -> None:
     kl.write_log(records(500), log_dir, segment_bytes=16 * 1024, max_batch_records=40)
     assert len(segments(log_dir)) >= 3
     damage(segments(log_dir)[1], "payload-bit")
+    crashed(log_dir)
     pdir = log_dir / "orders-0"
     (pdir / "00000000000000099999.index").write_bytes(bytes(16))
     segments(log_dir)[0].with_suffix(".index").unlink()
@@ -336,6 +352,7 @@ def test_killed_at_every_step_then_completed(tmp_path: Path) -> None:
 
 def test_killed_process_with_os_exit(log_dir: Path) -> None:
     damage(segments(log_dir)[1], "garbage")
+    crashed(log_dir)
     script = (
         "import os, sys\nfrom kafkalog_spark.recovery.recover import recover\n"
         "n = 0\ndef step(label):\n    global n\n    n += 1\n"
@@ -354,6 +371,7 @@ def test_killed_process_with_os_exit(log_dir: Path) -> None:
 
 def test_cli_dry_run_and_json(log_dir: Path) -> None:
     damage(segments(log_dir)[2], "truncated")
+    crashed(log_dir)
     runner = CliRunner()
     dry = runner.invoke(cli, ["recover", str(log_dir)])
     assert dry.exit_code == 1 and "--execute" in dry.output and "cut" in dry.output
@@ -382,6 +400,7 @@ def test_real_dirs_recover_and_damage(shared_fixtures: Path, tmp_path: Path, nam
     pos = int(t.position[-1])
     data[pos + t.entry_size[-1] - 1] ^= 0xFF
     seg.write_bytes(data)
+    crashed(work)
     done = recover(work, execute_plan=True)
     assert verify(work, deep=True).ok
     after = kl.read_log(seg.parent, include_control=True).select(["offset"]).to_pylist()
@@ -406,6 +425,7 @@ def test_leader_epochs_rebuilt_from_batch_headers(tmp_path: Path) -> None:
     recover(log_dir, execute_plan=True)
     assert epochs.read_text() == good
     # cut inside the epoch-5 part: its entry stays; cut before it: the entry goes
+    crashed(log_dir)
     seg = [p for p in segments(log_dir) if int(p.name[:20]) >= 300][0]
     seg.write_bytes(seg.read_bytes()[:-7])
     recover(log_dir, execute_plan=True)

@@ -22,6 +22,7 @@ from kafkalog_spark.report import render_recovery
 
 from faults import run_forked
 from test_decode import _kp_legacy
+from test_recover import crashed
 from test_verify import REAL_LOG_DIRS
 
 N = 1500
@@ -113,6 +114,7 @@ def test_salvage_keeps_everything_but_the_damaged_entries(tmp_path, fmt, codec, 
     expected = [o for s in segs for i, entry in enumerate(original[s.name])
                 if not (s == victim and i in lost) for o in entry]
 
+    crashed(logs)  # nothing flushed: a broker's load checks every segment
     default = recover([logs])  # Kafka's rule cuts here; the report says what salvage keeps
     cut = [p for p in default.partitions if p.cut]
     if kind != "splice" or fmt == "v2":
@@ -214,3 +216,24 @@ def test_salvage_on_real_brokers_log_dirs(shared_fixtures, tmp_path, name):
     assert after == [o for o in before if not lost[0] < o <= lost[1]]
     assert len(after) < len(before)
     assert kl.verify(logs).ok or not clean
+
+
+def test_salvage_repairs_damage_below_the_recovery_point(tmp_path):
+    """A clean log dir (write_log: the recovery point at the log end) with a flipped bit in a
+    middle segment: the broker's load would not look there, so recover leaves it and says so;
+    --salvage, asked for, drops the damaged batch wherever it lies and keeps the rest."""
+    logs = v2_log(tmp_path, "none")
+    victim = segments(logs)[1]
+    before = kl.read_log(logs)["offset"].to_pylist()
+    data, lost = damage("bit-flip", bytearray(victim.read_bytes()), np.random.default_rng(3))
+    victim.write_bytes(bytes(data))
+    plain = recover([logs], execute_plan=True)
+    assert plain.partitions[0].cut is None and victim.read_bytes() == bytes(data)
+    assert any(line.startswith(f"{victim.name}: ") and "--salvage" in line
+               for line in plain.partitions[0].left)
+    assert not kl.verify(logs).ok
+    salvaged = recover([logs], salvage=True, execute_plan=True)
+    assert salvaged.partitions[0].damage and kl.verify(logs, deep=True).ok
+    got = kl.read_log(logs)["offset"].to_pylist()
+    assert set(got) < set(before) and got == sorted(got) and got[-1] == before[-1]
+    assert not recover([logs]).changed and not recover([logs], salvage=True).changed

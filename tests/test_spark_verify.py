@@ -17,6 +17,7 @@ from kafkalog_spark.recovery.verify_job import (balance, plan_bins, problems_dat
                                                 verify_spark)
 
 from test_read_write import records
+from test_recover import crashed
 from test_verify import REAL_LOG_DIRS
 
 
@@ -30,6 +31,7 @@ def damaged(tmp_path: Path) -> Path:
     data[int(scan_entries(bytes(data)).position[2]) + 90] ^= 0x40
     seg.write_bytes(data + b"\x01tail")
     (tmp_path / "logs" / "orders-0" / "00000000000000000000.index").unlink()
+    crashed(tmp_path / "logs")  # nothing flushed: a broker's load checks every segment
     return tmp_path / "logs"
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 from test_reconcile import _job
+from test_recover import crashed
 from tiered_fixtures import offload, uvarint
 
 import kafkalog_spark as kl
@@ -292,6 +293,7 @@ def test_recover_cuts_a_torn_tiered_log_keeping_its_remote_history(tmp_path, cap
     raw = bytearray(held.read_bytes())
     raw[len(raw) // 2] ^= 0xFF  # damage inside the held copy: the cut falls below the tier's end
     held.write_bytes(bytes(raw))
+    crashed(log_dir)  # nothing flushed: a broker's load checks every local segment
     for _ in range(2):
         report = recover(log_dir, execute_plan=True)
         (outcome,) = [p for p in report.partitions if p.name == f"{TIERED}-0"]

@@ -35,9 +35,11 @@ def command(log_dirs: tuple[str, ...], execute: bool, quarantine_dir: str | None
     """Finish interrupted swaps, split segments whose offsets overflow their base offset's int32
     range (as Kafka's loader does, nothing cut), cut each partition at its first invalid batch
     (the cut bytes and later segments go to a quarantine with a SHA-256 manifest), rebuild
-    indexes, producer snapshots, leader-epoch and offset checkpoints as a broker's load does.
-    Index files of segments the load does not recover are left as it leaves them and listed
-    ("left:"); `kafkalog rebuild-index` repairs those. Refuses a log dir a broker holds.
+    indexes, producer snapshots, leader-epoch and offset checkpoints — all as a broker's load
+    does, in the segments it recovers (without a clean shutdown the one holding the recovery
+    point and every later one). The other segments are left as it leaves them; what is wrong
+    in them is listed ("left:") with the command that repairs it (`kafkalog rebuild-index`,
+    `--salvage`). Refuses a log dir a broker holds.
 
     With --salvage, damaged ranges are dropped and every valid batch after them kept (an
     offset gap where each was); a default run reports what --salvage would keep.

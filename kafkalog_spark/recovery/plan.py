@@ -49,7 +49,7 @@ class PartitionOutcome:
 
 def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
                    recovery_point: int | None = 0, tiered: bool = False,
-                   repair_trusted: bool = False,
+                   repair_trusted: bool = False, check_all: bool = False,
                    index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> PartitionOutcome:
     """Plan steps 2-6 of the module docstring for one partition (swap passes already applied or
     simulated in ``part``). ``recovery_point``: its ``recovery-point-offset-checkpoint`` entry
@@ -58,8 +58,10 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
     remote tier (:mod:`kafkalog_spark.log.tiered_topics`), whose offsets keep their leader
     epochs. ``repair_trusted``: also rebuild a missing or inconsistent index of a segment the
     load does not recover (a log dir we have just written); otherwise it is left as the load
-    leaves it and listed in ``left``. ``index_interval_bytes``: the topic's, for the indexes
-    of the segments the load recovers."""
+    leaves it and listed in ``left``. ``check_all`` (implied by ``repair_trusted``; ``recover
+    --salvage``): cut at the first invalid entry in any segment, not only in those the load
+    recovers. ``index_interval_bytes``: the topic's, for the indexes of the segments the load
+    recovers."""
     out = PartitionOutcome(part.name, str(part.path))
     for p in part.leftovers:
         if not p.name.endswith(f".{N.CHECKPOINT}.{N.DELETED}"):
@@ -71,9 +73,13 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
     if not segs:
         return out
     out.first_base = segs[0].base_offset
-    ends, epochs, v2_ends, cut = _valid_prefix(segs)
-    valid, corrupt = read_snapshots(part)
     failing = {i: why for i, seg in enumerate(segs) if (why := load_sanity_check(seg))}
+    # the load checks the batches of the segments it recovers only; a log dir just written
+    # (repair_trusted) or salvaged is checked everywhere
+    checked = set(range(len(segs))) if repair_trusted or check_all else {
+        *failing, *recovered_from_recovery_point([s.base_offset for s in segs], recovery_point)}
+    ends, epochs, v2_ends, cut, unchecked = _valid_prefix(segs, checked)
+    valid, corrupt = read_snapshots(part)
     while True:  # a marker Kafka cannot parse moves the cut earlier; replay again
         kept = segs[:len(ends)]
         leo = _log_end(kept[-1], ends[-1])
@@ -124,6 +130,14 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
         rebuilt.setdefault(cut[0], "")
     indexes: dict[bool, list[Action]] = {True: [], False: []}
     for i, seg in enumerate(kept):
+        if i in unchecked:
+            pos, reason, base = unchecked[i]
+            out.left.append(f"{seg.log.name}: {reason} at byte {pos} (base offset {base}), left "
+                            "as the broker's load leaves a segment it does not recover (it "
+                            "serves it as it is, its consumers fail there); `kafkalog recover "
+                            "--salvage --execute` drops the damaged bytes, keeping every valid "
+                            "batch")
+            continue
         if i not in rebuilt and not repair_trusted:
             indexes[False].extend(_as_the_load_leaves(seg, ends[i], replay, i, out.left))
             continue
@@ -205,10 +219,15 @@ def load_sanity_check(seg: Segment) -> str | None:
     return None
 
 
-def _valid_prefix(segs: list[Segment]):
+def _valid_prefix(segs: list[Segment], checked: set[int]):
     """Step 3's walk: each segment's valid bytes up to the first invalid entry, the leader
     epochs and base offsets of its v2 batches, the offset after its last v2 batch, and the cut
-    ``(segment, position, reason, base offset)`` (``None`` when all is valid)."""
+    ``(segment, position, reason, base offset)`` (``None`` when all is valid) — in a segment
+    the broker's load recovers (``checked``). Damage in another is not cut (the load does not
+    look at it) but returned as ``{segment: (position, reason, base offset)}``; that segment is
+    read as far as its entries parse, as the broker reads it (a checksum is not checked), its
+    leader epochs taken from its valid entries only."""
+    unchecked: dict[int, tuple[int, str, int]] = {}
     ends: list[int] = []
     epochs: list[tuple[np.ndarray, np.ndarray]] = []  # (leader epoch, base offset) of v2 batches
     v2_ends: list[int] = []
@@ -218,14 +237,21 @@ def _valid_prefix(segs: list[Segment]):
             found, table, k = first_invalid_entry(buf, seg.base_offset, prev_last)
         e, v2_end = _v2_batches(table, k, seg.base_offset)
         epochs.append(e)
+        if found is not None and i not in checked:
+            unchecked[i] = found
+            k = len(table)  # the entries that parse: what the broker reads of it
+            _, v2_end = _v2_batches(table, k, seg.base_offset)
+            ends.append(int(table.position[-1] + table.entry_size[-1]) if k else 0)
+        elif found is not None:
+            ends.append(found[0])
+            v2_ends.append(v2_end)
+            return ends, epochs, v2_ends, (i, found[0], found[1], found[2]), unchecked
+        else:
+            ends.append(seg.log_size)
         v2_ends.append(v2_end)
         if k:
             prev_last = int(table.last_offset[k - 1])
-        if found is not None:
-            ends.append(found[0])
-            return ends, epochs, v2_ends, (i, found[0], found[1], found[2])
-        ends.append(seg.log_size)
-    return ends, epochs, v2_ends, None
+    return ends, epochs, v2_ends, None, unchecked
 
 
 def _v2_batches(table, k: int, base_offset: int) -> tuple[tuple[np.ndarray, np.ndarray], int]:

@@ -8,10 +8,12 @@ point is completed by the next run, and a second run of a finished one plans not
    (:mod:`kafkalog_spark.log.swap`); split segments whose offsets overflow (:mod:`~.split`);
    with ``salvage``, rewrite damaged segments without their damaged ranges (:mod:`~.salvage`);
 2. quarantine leftover ``.tmp`` files and orphaned index files (pass 4 deletes the latter);
-3. find the first invalid entry — structure, CRC, offsets not increasing or outside the segment's
+3. in the segments the broker's load recovers (step 4; with ``salvage`` all of them), find the
+   first invalid entry — structure, CRC, offsets not increasing or outside the segment's
    range, a transaction marker Kafka cannot parse — and, like ``recoverLog`` (§12.4), move every
    later segment into the quarantine, then copy the cut tail there and truncate (later
-   segments first: a run killed after the cut must not find them valid and keep them);
+   segments first: a run killed after the cut must not find them valid and keep them); damage
+   in the others is left, as the load leaves it, and listed;
 4. indexes as the broker's load leaves them (§12.5, :mod:`~kafkalog_spark.recovery.rebuild`):
    the segments it recovers (:mod:`~kafkalog_spark.recovery.loader`: without the clean-shutdown
    marker the one holding the recovery point and every later one, and any whose ``.index`` is
@@ -35,10 +37,8 @@ start when out of range.
 
 Deliberate differences from a broker: nothing is deleted — every removed byte is moved to the
 quarantine with a manifest (:mod:`~kafkalog_spark.recovery.quarantine`); a batch whose offsets
-do not increase cuts the log at that batch (Kafka empties the whole segment); every segment is
-checked, not only those the load recovers (a cut below the recovery point moves later segments
-to the quarantine where a broker keeps serving them: docs/kafka-oracle.md, "Still different");
-a log-start checkpoint beyond the log end is capped (Kafka deletes every segment). ``-delete`` dirs and the KRaft metadata log are not
+do not increase cuts the log at that batch (Kafka empties the whole segment); a log-start
+checkpoint beyond the log end is capped (Kafka deletes every segment). ``-delete`` dirs and the KRaft metadata log are not
 touched. A tiered partition (tiered storage, :mod:`kafkalog_spark.log.tiered_topics`) is
 recovered as the broker's loader does with remote storage on: its log start offset stays the
 checkpointed one, below its local log, and its leader epochs are truncated from the start only
@@ -231,7 +231,7 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
         outcome = plan_partition(view, log_start_checkpoint=start, tiered=remote is not None,
                                  recovery_point=None if log_dir.clean_shutdown
                                  else points.get(tp, 0) if tp is not None else 0,
-                                 repair_trusted=repair_trusted,
+                                 repair_trusted=repair_trusted, check_all=salvage,
                                  index_interval_bytes=intervals(part.topic))
         outcome.damage = damage
         if remote is not None:
