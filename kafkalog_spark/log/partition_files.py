@@ -14,7 +14,7 @@ from ..codec.files import naming as N
 from ..codec.files import properties as M
 from ..codec.files.snapshot import ProducerStateTracker, read_snapshot
 from ..errors import LogDirError
-from ..storage import mapped_file, storage_for
+from ..storage import storage_for
 from ..storage.atomic import atomic_write_bytes, read_checkpoint_file, write_checkpoint_file
 from .model import PartitionDir
 
@@ -66,6 +66,8 @@ def write_partition_files(pdir: Path, existing: PartitionDir | None, result: Par
 
 
 def _write_snapshot(pdir: Path, existing: PartitionDir | None, result: PartitionWrite) -> None:
+    # written batches carry no producer id (staging.StagedSegment), so the state at the new log
+    # end is the one at the old log end: the new segments need not be replayed
     tracker = ProducerStateTracker()
     snapshots = sorted(existing.snapshots) if existing is not None else []
     if snapshots:
@@ -73,9 +75,6 @@ def _write_snapshot(pdir: Path, existing: PartitionDir | None, result: Partition
         if N.offset_from_file_name(latest.name) == result.first_offset:
             raw = storage_for(latest).read_bytes(latest)
             tracker.load_snapshot(read_snapshot(raw, file=str(latest)))
-    for base in result.segments:
-        with mapped_file(pdir / N.segment_file_name(base, "log")) as buf:
-            tracker.apply(buf, file=str(pdir / N.segment_file_name(base, "log")))
     path = pdir / N.segment_file_name(result.next_offset, "snapshot")
     atomic_write_bytes(path, tracker.snapshot().to_bytes())
 
