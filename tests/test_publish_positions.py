@@ -26,7 +26,9 @@ from kafkalog_spark.inspect.verify import verify
 from kafkalog_spark.log.publish import publish
 from kafkalog_spark.log.staging import PartitionStager, WriteSettings, create_staging_dir
 from kafkalog_spark.storage.lock import hold_lock
+from faults import run_forked
 from test_datasource_write import batch, schema
+from test_faults import rows, same_step, settle
 from test_read_write import records
 
 PRODUCER = 4242
@@ -195,3 +197,50 @@ def test_write_log_drops_producer_ids_of_its_input(tmp_path: Path) -> None:
     pdir = dst / "orders-0"
     assert max(pdir.glob("*.snapshot")).read_bytes() == replayed_snapshot(pdir)
     assert verify(dst, deep=True).ok
+
+
+# --- SIGKILL at every step of a commit with several outputs per partition ----------------------
+
+
+def op_publish_outputs(step, log_dir: str) -> None:
+    """Three writers' outputs for the existing orders-0 and two for a new orders-1, several
+    segments each, published like a Spark commit (the shifts run on threads)."""
+    log_dir = Path(log_dir)
+    staging = create_staging_dir(log_dir)
+    settings = WriteSettings(codec="lz4", segment_bytes=2048, max_batch_records=9)
+    staged = []
+    for order, (partition, seed) in enumerate(((0, 3), (1, 4), (0, 5), (1, 6), (0, 7))):
+        st = PartitionStager(staging / f"t{order}", "orders", partition, order=order,
+                             settings=settings)
+        st.add(records(60, seed=seed))
+        staged.append(st.finish())
+    with hold_lock(log_dir):
+        publish(log_dir, staged, mode="append", leader_epoch=0, staging=staging, step=step)
+    shutil.rmtree(staging)
+
+
+def make_crash_base(log_dir: Path) -> Path:
+    kl.write_log(records(100), log_dir, segment_bytes=4096, max_batch_records=20)
+    return log_dir
+
+
+def test_sigkill_at_every_step_of_a_multi_output_commit(tmp_path: Path) -> None:
+    ref = make_crash_base(tmp_path / "ref" / "logs")
+    before = rows(ref)
+    labels: list[str] = []
+    op_publish_outputs(labels.append, str(ref))
+    after = rows(ref)
+    assert sum(label.startswith("shift ") for label in labels) > 6
+    for k in range(1, len(labels) + 1):
+        log_dir = make_crash_base(tmp_path / f"k{k}" / "logs")
+        out = run_forked(op_publish_outputs, kill_at=k, log_dir=str(log_dir))
+        assert out.killed and same_step(out.steps[-1], labels[k - 1]), (k, out)
+        settle(log_dir)
+        got = rows(log_dir)
+        old = [r for r in got if r["partition"] == 0]
+        new = [r for r in got if r["partition"] == 1]
+        # orders-0: a prefix of complete new segments after the old records; orders-1: all or none
+        assert old[:len(before)] == before and old == [r for r in after if r["partition"] == 0][
+            :len(old)], k
+        assert new in ([], [r for r in after if r["partition"] == 1]), k
+        shutil.rmtree(tmp_path / f"k{k}")
