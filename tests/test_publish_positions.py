@@ -204,7 +204,7 @@ def test_write_log_drops_producer_ids_of_its_input(tmp_path: Path) -> None:
 
 def op_publish_outputs(step, log_dir: str) -> None:
     """Three writers' outputs for the existing orders-0 and two for a new orders-1, several
-    segments each, published like a Spark commit (the shifts run on threads)."""
+    segments each, published like a Spark commit."""
     log_dir = Path(log_dir)
     staging = create_staging_dir(log_dir)
     settings = WriteSettings(codec="lz4", segment_bytes=2048, max_batch_records=9)

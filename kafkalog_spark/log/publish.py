@@ -3,14 +3,12 @@ segments and are renamed into the log dir — a new partition dir in one rename,
 segment by segment, an overwrite by one directory exchange (see :mod:`.writer`).
 
 The shift happens in the staging folder, before the log dir changes, at the batch positions the
-stagers recorded (no walk of the files), a few segments at a time: most of a shift is waiting
-for its fsync."""
+stagers recorded (no walk of the files)."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +27,6 @@ from .segment_info import describe_segment
 from .staging import StagedPartition, StagedSegment
 
 WRITE_MODES = ("append", "error", "overwrite")
-SHIFT_THREADS = 4  # segments shifted at once (each mostly waits for its fsync)
 
 
 @dataclass
@@ -209,20 +206,16 @@ def _move_segment(src_dir: Path, seg: StagedSegment, final: int, target: Path,
 
 
 def _shift_staged(plans: list[_Plan], step: Step | None) -> None:
-    """Shift every staged segment that needs it to its final offsets (module docstring); the
-    labels go to ``step`` in order, from this thread."""
-    work = [(Path(output.directory) / N.segment_file_name(seg.base_offset, N.LOG), seg, shift)
-            for plan in plans for output, shift in plan.outputs if shift
-            for seg in output.segments]
-    if not work:
-        return
-    with ThreadPoolExecutor(min(SHIFT_THREADS, len(work))) as pool:
-        done = []
-        for path, seg, shift in work:
-            say(step, f"shift {path.name} by {shift}")
-            done.append(pool.submit(shift_base_offsets, path, seg, shift))
-        for future in done:
-            future.result()
+    """Shift every staged segment that needs it to its final offsets (module docstring).
+
+    One after another: a shift is mostly its fsync, and shifting on 4 threads measured slower
+    (issue 33), the file system serialising the fsyncs anyway."""
+    for plan in plans:
+        for output, shift in plan.outputs:
+            for seg in output.segments if shift else ():
+                path = Path(output.directory) / N.segment_file_name(seg.base_offset, N.LOG)
+                say(step, f"shift {path.name} by {shift}")
+                shift_base_offsets(path, seg, shift)
 
 
 def shift_base_offsets(path: str | os.PathLike[str], seg: StagedSegment, shift: int) -> None:
