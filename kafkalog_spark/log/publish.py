@@ -152,17 +152,18 @@ def _apply(plan: _Plan, log_dir: Path, assembly: Path, leader_epoch: int,
             result.records += seg.records
             result.batches += seg.batches
             result.bytes += seg.bytes
-    fs.fsync_dir(target)
     if in_place:
+        fs.fsync_dir(target)
         _check_segments(target, moved)
     old = None if plan.existing is None or not plan.replace else plan.existing
     if old is not None and not fs.exists(target / N.PARTITION_METADATA) and topic_id is None:
         old_meta = plan.pdir / N.PARTITION_METADATA
         if fs.exists(old_meta):
-            fs.copy_file(old_meta, target / N.PARTITION_METADATA)
+            fs.copy_file(old_meta, target / N.PARTITION_METADATA, durable=True)
     write_partition_files(target, plan.existing if in_place else None, result, leader_epoch,
-                           topic_id, log_dir, step)
+                           topic_id, log_dir, step, unpublished=not in_place)
     if not in_place:
+        fs.fsync_dir(target)  # its renames and new files, once, before it becomes visible
         say(step, f"exchange {plan.pdir.name} with its replacement" if plan.replace
              else f"rename {target.name} into the log dir")
         _check_segments(target, moved)  # the last look before the dir becomes visible
