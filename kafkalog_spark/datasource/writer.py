@@ -11,7 +11,8 @@ code ``write_log`` runs:
   a sibling of the log dir, never inside it. The driver creates the staging folder when the
   write starts and tasks create folders only inside it: an attempt that outlives the job (a
   killed or losing speculative one) fails instead of re-creating it after commit. A task
-  returns a commit message naming its segments.
+  returns a commit message naming its segments and where each of their batches starts (the
+  driver shifts offsets there without walking the segments again).
 * ``commit()`` (on the driver, holding the log dir's ``.lock``) publishes the staged outputs of
   each partition ordered by Spark partition id (or by kept offsets), then deletes the staging
   folder — including outputs of failed or killed attempts, which no message names.

@@ -13,7 +13,7 @@ from ..codec.files import naming as N
 from ..codec.files import properties as M
 from ..codec.files.snapshot import ProducerStateTracker, read_snapshot
 from ..errors import LogDirError
-from ..storage import mapped_file, storage_for
+from ..storage import storage_for
 from ..storage.atomic import atomic_write_bytes, read_checkpoint_file, write_checkpoint_file
 from .model import PartitionDir
 
@@ -43,28 +43,40 @@ def say(step: Step | None, label: str) -> None:
 
 def write_partition_files(pdir: Path, existing: PartitionDir | None, result: PartitionWrite,
                            leader_epoch: int, topic_id: str | None, log_dir: Path,
-                           step: Step | None = None) -> None:
+                           step: Step | None = None, *, unpublished: bool = False) -> None:
     """``leader-epoch-checkpoint``, ``partition.metadata`` and a producer snapshot at the new
-    log end offset (what a broker leaves at a clean shutdown)."""
+    log end offset (what a broker leaves at a clean shutdown).
+
+    In a published dir each file is replaced atomically (tmp, rename, folder fsync); in an
+    ``unpublished`` one (assembled before it is renamed into the log dir) each is written whole
+    and fsynced, and the caller fsyncs the folder once before publishing it."""
+    write = _write_new if unpublished else atomic_write_bytes
     epoch_file = pdir / N.LEADER_EPOCH_CHECKPOINT
     epochs = read_checkpoint_file(epoch_file, C.parse_leader_epoch_checkpoint)
     if leader_epoch >= 0 and result.records:
         epochs = C.assign_leader_epoch(epochs, leader_epoch, result.first_offset)
     say(step, f"write {pdir.name}/{N.LEADER_EPOCH_CHECKPOINT}")
-    write_checkpoint_file(epoch_file, C.format_leader_epoch_checkpoint(epochs))
+    write(epoch_file, C.format_leader_epoch_checkpoint(epochs).encode("utf-8"))
 
     meta = pdir / N.PARTITION_METADATA
     if not storage_for(meta).exists(meta):  # an existing partition keeps its topic id
         tid = topic_id_for(log_dir, result.topic, topic_id)
         say(step, f"write {pdir.name}/{N.PARTITION_METADATA}")
-        write_checkpoint_file(meta, M.format_partition_metadata(tid))
+        write(meta, M.format_partition_metadata(tid).encode("utf-8"))
 
     if result.segments:
         say(step, f"write {pdir.name} producer snapshot")
-        _write_snapshot(pdir, existing, result)
+        write(pdir / N.segment_file_name(result.next_offset, N.SNAPSHOT),
+              _snapshot(existing, result))
 
 
-def _write_snapshot(pdir: Path, existing: PartitionDir | None, result: PartitionWrite) -> None:
+def _write_new(path: Path, data: bytes) -> None:
+    storage_for(path).write_whole(path, data, exclusive=True)
+
+
+def _snapshot(existing: PartitionDir | None, result: PartitionWrite) -> bytes:
+    # written batches carry no producer id (staging.StagedSegment), so the state at the new log
+    # end is the one at the old log end: the new segments need not be replayed
     tracker = ProducerStateTracker()
     snapshots = sorted(existing.snapshots) if existing is not None else []
     if snapshots:
@@ -72,11 +84,7 @@ def _write_snapshot(pdir: Path, existing: PartitionDir | None, result: Partition
         if N.offset_from_file_name(latest.name) == result.first_offset:
             raw = storage_for(latest).read_bytes(latest)
             tracker.load_snapshot(read_snapshot(raw, file=str(latest)))
-    for base in result.segments:
-        with mapped_file(pdir / N.segment_file_name(base, "log")) as buf:
-            tracker.apply(buf, file=str(pdir / N.segment_file_name(base, "log")))
-    path = pdir / N.segment_file_name(result.next_offset, "snapshot")
-    atomic_write_bytes(path, tracker.snapshot().to_bytes())
+    return tracker.snapshot().to_bytes()
 
 
 def topic_id_for(log_dir: Path, topic: str, given: str | None = None) -> str:

@@ -1,6 +1,9 @@
 """Publishing a write (log layer): staged segments get their final offsets by shifting whole
 segments and are renamed into the log dir — a new partition dir in one rename, an append
-segment by segment, an overwrite by one directory exchange (see :mod:`.writer`)."""
+segment by segment, an overwrite by one directory exchange (see :mod:`.writer`).
+
+The shift happens in the staging folder, before the log dir changes, at the batch positions the
+stagers recorded (no walk of the files)."""
 
 from __future__ import annotations
 
@@ -11,8 +14,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..codec import layout as L
 from ..codec.files import naming as N
-from ..codec.records.scan import scan_entries
 from ..errors import CorruptRecordError, InvalidOptionError, Location, LogDirError
 from ..storage import storage_for
 from ..storage.atomic import disk_errors
@@ -89,6 +92,7 @@ def publish(log_dir: str | os.PathLike[str], staged: Iterable[StagedPartition], 
             by_partition.setdefault((s.topic, s.partition), []).append(s)
     plans = [_plan(log_dir, t, p, outputs, mode) for (t, p), outputs in sorted(by_partition.items())]
     storage_for(log_dir).make_dirs(log_dir, exist_ok=True)
+    _shift_staged(plans, step)
     assembly = Path(staging) / "_publish"
     written = []
     for plan in plans:
@@ -141,23 +145,25 @@ def _apply(plan: _Plan, log_dir: Path, assembly: Path, leader_epoch: int,
     moved: list[tuple[int, int]] = []  # (final base offset, bytes) of every new segment
     for output, shift in plan.outputs:
         for seg in output.segments:
-            base = _move_segment(Path(output.directory), seg, shift, target, step)
+            base = _move_segment(Path(output.directory), seg, seg.base_offset + shift, target,
+                                 step)
             moved.append((base, seg.bytes))
             result.segments.append(base)
             result.records += seg.records
             result.batches += seg.batches
             result.bytes += seg.bytes
-    fs.fsync_dir(target)
     if in_place:
+        fs.fsync_dir(target)
         _check_segments(target, moved)
     old = None if plan.existing is None or not plan.replace else plan.existing
     if old is not None and not fs.exists(target / N.PARTITION_METADATA) and topic_id is None:
         old_meta = plan.pdir / N.PARTITION_METADATA
         if fs.exists(old_meta):
-            fs.copy_file(old_meta, target / N.PARTITION_METADATA)
+            fs.copy_file(old_meta, target / N.PARTITION_METADATA, durable=True)
     write_partition_files(target, plan.existing if in_place else None, result, leader_epoch,
-                           topic_id, log_dir, step)
+                           topic_id, log_dir, step, unpublished=not in_place)
     if not in_place:
+        fs.fsync_dir(target)  # its renames and new files, once, before it becomes visible
         say(step, f"exchange {plan.pdir.name} with its replacement" if plan.replace
              else f"rename {target.name} into the log dir")
         _check_segments(target, moved)  # the last look before the dir becomes visible
@@ -184,15 +190,10 @@ def _check_segments(target: Path, moved: list[tuple[int, int]]) -> None:
                               Location(str(path), 0, base))
 
 
-def _move_segment(src_dir: Path, seg: StagedSegment, shift: int, target: Path,
+def _move_segment(src_dir: Path, seg: StagedSegment, final: int, target: Path,
                   step: Step | None = None) -> int:
-    """Shift one staged segment by ``shift`` offsets and rename its files into ``target``,
-    indexes first and ``.log`` last; returns the final base offset."""
-    final = seg.base_offset + shift
-    src_log = src_dir / N.segment_file_name(seg.base_offset, N.LOG)
-    if shift:
-        say(step, f"shift {src_log.name} by {shift}")
-        shift_base_offsets(src_log, shift)
+    """Rename one staged segment (already shifted) into ``target`` as the segment at ``final``,
+    indexes first and ``.log`` last; returns ``final``."""
     dst_log = target / N.segment_file_name(final, N.LOG)
     fs = storage_for(target)
     if fs.exists(dst_log) and fs.size(dst_log):
@@ -205,28 +206,77 @@ def _move_segment(src_dir: Path, seg: StagedSegment, shift: int, target: Path,
     return final
 
 
-def shift_base_offsets(path: str | os.PathLike[str], shift: int) -> None:
-    """Add ``shift`` to the baseOffset of every v2 batch of a ``.log`` file, in place, durably.
+def _shift_staged(plans: list[_Plan], step: Step | None) -> None:
+    """Shift every staged segment that needs it to its final offsets (module docstring).
 
-    The baseOffset (bytes 0-8 of a batch) is outside the batch CRC (which covers
-    ``[attributes, end)``), so the batches stay valid; only v2 batches can be shifted this way.
+    One after another: a shift is mostly its fsync, and shifting on 4 threads measured slower
+    (issue 33), the file system serialising the fsyncs anyway."""
+    for plan in plans:
+        for output, shift in plan.outputs:
+            for seg in output.segments if shift else ():
+                path = Path(output.directory) / N.segment_file_name(seg.base_offset, N.LOG)
+                say(step, f"shift {path.name} by {shift}")
+                shift_base_offsets(path, seg, shift)
+
+
+def shift_base_offsets(path: str | os.PathLike[str], seg: StagedSegment, shift: int) -> None:
+    """Add ``shift`` to the baseOffset of every batch of the staged ``.log`` at ``path``, in
+    place, durably, at the positions its stager recorded (``seg``).
+
+    The baseOffset (bytes 0-8 of a v2 batch) is outside the batch CRC (which covers
+    ``[attributes, end)``), so the batches stay valid. The recorded positions are checked
+    against the file before anything is changed: the batches tile the file exactly, each is v2
+    without a producer id and holds the recorded base offset.
 
     Raises
     ------
     CorruptRecordError
-        The file does not walk cleanly or holds a legacy (v0/v1) entry.
+        The file is not what its stager described (nothing changed).
+    LogDirError
+        The file could not be read or written.
     """
-    def add_shift(buf: np.ndarray) -> None:
-        table = scan_entries(buf)
-        if not table.clean or len(table) and (table.magic != 2).any():
-            del buf
-            raise CorruptRecordError("staged segment does not walk cleanly as v2 batches "
-                                     f"({table.stop_reason})",
-                                     Location(str(path), table.stop_position))
-        new = (table.offset + shift).astype(">i8").view(np.uint8)
-        buf[(table.position[:, None] + np.arange(8)).ravel()] = new
+    positions, offsets = seg.batch_table()
 
-    storage_for(path).update_mapped(path, add_shift)
+    def add_shift(buf: np.ndarray) -> None:
+        bad = _misplaced(buf, positions, offsets, seg)
+        if bad is not None:
+            del buf
+            raise CorruptRecordError(f"staged segment does not hold the batches its stager "
+                                     f"recorded ({bad[0]})", Location(str(path), *bad[1:]))
+        at = (positions[:, None] + np.arange(8)).ravel()
+        buf[at] = (offsets + shift).astype(">i8").view(np.uint8)
+
+    with disk_errors("shifting a staged segment", path):
+        storage_for(path).update_mapped(path, add_shift)
+
+
+def _misplaced(buf: np.ndarray, positions: np.ndarray, offsets: np.ndarray,
+               seg: StagedSegment) -> tuple[str, int, int | None] | None:
+    """Why the batches of ``buf`` are not at ``positions`` with base ``offsets`` (reason,
+    byte position, base offset), or ``None`` when they are."""
+    if len(buf) != seg.bytes or len(positions) != seg.batches or len(offsets) != seg.batches:
+        return (f"{len(positions)} positions for {seg.batches} batches, {len(buf)} bytes for "
+                f"{seg.bytes}", 0, seg.base_offset)
+    if not len(positions):
+        return None
+    if positions[0] != 0 or (np.diff(positions) < L.RECORD_BATCH_OVERHEAD).any() \
+            or positions[-1] > len(buf) - L.RECORD_BATCH_OVERHEAD:
+        return "batch positions out of order or outside the file", 0, seg.base_offset
+
+    def field(offset: int, width: int, dtype: str) -> np.ndarray:
+        return buf[(positions[:, None] + offset + np.arange(width)).ravel()].view(dtype)
+
+    ends = positions + L.LOG_OVERHEAD + field(L.BATCH_LENGTH_OFFSET, 4, ">i4")
+    checks = (("batch lengths do not tile the file", ends != np.r_[positions[1:], len(buf)]),
+              ("not a v2 batch", buf[positions + L.MAGIC_OFFSET] != 2),
+              ("a batch has a producer id",
+               field(L.PRODUCER_ID_OFFSET, 8, ">i8") != L.NO_PRODUCER_ID),
+              ("another base offset", field(L.OFFSET_OFFSET, 8, ">i8") != offsets))
+    for reason, wrong in checks:
+        if wrong.any():
+            i = int(np.flatnonzero(wrong)[0])
+            return reason, int(positions[i]), int(offsets[i])
+    return None
 
 
 def _swap_into_place(new: Path, pdir: Path, assembly: Path, step: Step | None = None) -> None:

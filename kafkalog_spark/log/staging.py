@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -58,13 +59,26 @@ class WriteSettings:
 
 @dataclass(frozen=True)
 class StagedSegment:
-    """One complete staged segment (files named by ``base_offset`` in the staging folder)."""
+    """One complete staged segment (files named by ``base_offset`` in the staging folder).
+
+    ``positions`` and ``offsets`` hold, as little-endian int64, each batch's byte position in
+    the ``.log`` and its (provisional) base offset: publishing shifts the base offsets at these
+    positions without walking the file (:func:`.publish.shift_base_offsets` checks them).
+    Staged batches never carry a producer id (the stager sets none), so a write leaves the
+    producer state as it was at the log end it starts from.
+    """
 
     base_offset: int
     last_offset: int
     records: int
     batches: int
     bytes: int
+    positions: bytes
+    offsets: bytes
+
+    def batch_table(self) -> tuple[np.ndarray, np.ndarray]:
+        """(byte positions, base offsets) of the segment's batches, as int64 arrays."""
+        return np.frombuffer(self.positions, "<i8"), np.frombuffer(self.offsets, "<i8")
 
 
 @dataclass(frozen=True)
@@ -231,6 +245,8 @@ class PartitionStager:
                 self._close_segment()
             if self._open is None:
                 self._open_segment(int(encoded.base_offset[i]))
+            self._open["positions"].append(self._open["size"])
+            self._open["offsets"].append(int(encoded.base_offset[i]))
             self._open["size"] += incoming
             self._open["batches"] += 1
             self._open["records"] += int(encoded.record_count[i])
@@ -242,7 +258,7 @@ class PartitionStager:
     def _open_segment(self, base: int) -> None:
         path = self._writing = self.directory / N.segment_file_name(base, N.LOG)
         self._open = {"base": base, "path": path, "file": self._fs.create(path), "size": 0,
-                      "batches": 0, "records": 0, "last": base}
+                      "batches": 0, "records": 0, "last": base, "positions": [], "offsets": []}
 
     def _write(self, encoded, start: int, stop: int) -> None:
         if stop > start:
@@ -264,8 +280,9 @@ class PartitionStager:
                               (N.TIME_INDEX, indexes.time_index.to_bytes())):
             self._writing = self.directory / N.segment_file_name(seg["base"], kind)
             self._fs.write_whole(self._writing, content, exclusive=True)
-        self._segments.append(StagedSegment(seg["base"], seg["last"], seg["records"],
-                                            seg["batches"], seg["size"]))
+        self._segments.append(StagedSegment(
+            seg["base"], seg["last"], seg["records"], seg["batches"], seg["size"],
+            np.array(seg["positions"], "<i8").tobytes(), np.array(seg["offsets"], "<i8").tobytes()))
 
     @contextmanager
     def _staging_errors(self) -> Iterator[None]:

@@ -11,10 +11,11 @@ Two steps, usable by one process or split across a Spark job:
 2. **Publish** (:func:`publish`, with the log dir's ``.lock`` held): each partition's staged
    outputs, in a fixed order, get their final offsets by *shifting whole segments* — a v2
    batch's baseOffset (bytes 0-8) is outside its CRC and index entries are relative to the
-   segment base, so a shift rewrites 8 bytes per batch and renames the files; nothing is
-   re-encoded. Then ``leader-epoch-checkpoint``, ``partition.metadata``, a producer snapshot at
-   the new log end offset, and the log dir's recovery-point / replication / log-start
-   checkpoints are written.
+   segment base, so a shift rewrites 8 bytes per batch, at the positions the stager recorded,
+   and renames the files; nothing is re-encoded or walked again. Then
+   ``leader-epoch-checkpoint``, ``partition.metadata``, a producer snapshot at the new log end
+   offset (the state at the old end: written batches carry no producer id), and the log dir's
+   recovery-point / replication / log-start checkpoints are written.
 
 Staging lives in :mod:`.staging`, publishing in :mod:`.publish`, the partition's other files
 and the log dir's checkpoints in :mod:`.partition_files`.
