@@ -7,7 +7,6 @@ nothing lost, nothing duplicated."""
 
 from __future__ import annotations
 
-import os
 import random
 import re
 import shutil

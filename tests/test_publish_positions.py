@@ -271,3 +271,23 @@ def test_spark_append_of_several_tasks_and_segments(spark, tmp_path: Path) -> No
         assert max(pdir.glob("*.snapshot")).read_bytes() == replayed_snapshot(pdir)
     report = verify(log_dir, deep=True)
     assert report.ok, report.problems
+
+
+def test_an_append_keeps_the_producers_in_the_order_a_broker_writes_them(tmp_path: Path) -> None:
+    """The snapshot at the new log end holds the old one's producers in the order a broker's
+    HashMap, filled from it, iterates (17, 1, 33 share a bucket of 16; 2 the next), not sorted
+    by id."""
+    from test_index import txn_batch
+
+    log_dir = tmp_path / "logs"
+    kl.write_log(records(50), log_dir, max_batch_records=10)
+    pdir = log_dir / "orders-0"
+    tracker = ProducerStateTracker()
+    tracker.apply(b"".join(txn_batch(i, pid, 0, 1, transactional=False)
+                           for i, pid in enumerate([17, 1, 33, 2])))
+    old = pdir / N.segment_file_name(50, N.SNAPSHOT)
+    old.write_bytes(tracker.snapshot(order="java_hashmap").to_bytes())
+    kl.write_log(records(30, seed=2), log_dir, mode="append", max_batch_records=10)
+    new = read_snapshot((pdir / N.segment_file_name(80, N.SNAPSHOT)).read_bytes())
+    assert [e.producer_id for e in new.entries] == [17, 1, 33, 2]
+    assert new.entries == read_snapshot(old.read_bytes()).entries

@@ -84,7 +84,8 @@ def _snapshot(existing: PartitionDir | None, result: PartitionWrite) -> bytes:
         if N.offset_from_file_name(latest.name) == result.first_offset:
             raw = storage_for(latest).read_bytes(latest)
             tracker.load_snapshot(read_snapshot(raw, file=str(latest)))
-    return tracker.snapshot().to_bytes()
+    # in the order a broker's HashMap of producers, filled from that snapshot, writes them
+    return tracker.snapshot(order="java_hashmap").to_bytes()
 
 
 def topic_id_for(log_dir: Path, topic: str, given: str | None = None) -> str:

@@ -45,7 +45,7 @@ def producer_state_at_end(part: PartitionDir) -> bytes:
         if start is None or seg.base_offset >= start:
             with mapped_file(seg.log) as buf:
                 tracker.apply(buf, file=str(seg.log))
-    return tracker.snapshot().to_bytes()
+    return tracker.snapshot(order="java_hashmap").to_bytes()  # as the broker's roll writes it
 
 
 def roll_empty_segment(part: PartitionDir, base_offset: int, step: Step | None = None) -> None:
