@@ -51,6 +51,7 @@ dir whose ``.lock`` a live process holds.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -189,6 +190,7 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
     starts = read_offsets(log_dir.path / N.LOG_START_OFFSET_CHECKPOINT)
     points = read_offsets(log_dir.path / N.RECOVERY_POINT_CHECKPOINT)
     intervals = _index_intervals(log_dir, report)
+    now_ms = int(time.time() * 1000)  # a broker's load expires idle producers as of its start
     for part in log_dir.special:
         if part.kind == N.DELETE_DIR:
             report.notes.append(f"{part.path}: partition dir queued for deletion; not recovered")
@@ -232,7 +234,7 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
                                  recovery_point=None if log_dir.clean_shutdown
                                  else points.get(tp, 0) if tp is not None else 0,
                                  repair_trusted=repair_trusted, check_all=salvage,
-                                 index_interval_bytes=intervals(part.topic))
+                                 index_interval_bytes=intervals(part.topic), now_ms=now_ms)
         outcome.damage = damage
         if remote is not None:
             report.notes.append(tiered_note(remote, outcome))

@@ -35,6 +35,9 @@ SNAPSHOT_VERSION = 1
 SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, count
 PRODUCER_ENTRIES_OFFSET = 6  # where the CRC-covered region starts
 PRODUCER_ENTRY = struct.Struct(">qhiqiqiq")
+# the broker's producer.id.expiration.ms default (Kafka 3.4+, KIP-854): a producer idle longer,
+# with no transaction open, is dropped when a snapshot is loaded
+PRODUCER_ID_EXPIRATION_MS = 86_400_000
 assert PRODUCER_ENTRY.size == 46
 
 INT32_MAX = L.INT32_MAX
@@ -195,14 +198,23 @@ class ProducerStateTracker:
         self.producers.setdefault(producer_id, _Producer()).current_txn_first_offset = first_offset
         self.ongoing[producer_id] = first_offset
 
-    def load_snapshot(self, snapshot: ProducerSnapshot) -> None:
-        """Start from a snapshot's state (as ``loadFromSnapshot`` does, minus expiration)."""
+    def load_snapshot(self, snapshot: ProducerSnapshot, *, now_ms: int | None = None,
+                      expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> list[ProducerEntry]:
+        """Start from a snapshot's state. With ``now_ms`` as ``loadFromSnapshot`` does at that
+        time: a producer with no open transaction whose last timestamp is ``expiration_ms`` or
+        more before it is expired, left out and returned."""
+        expired = []
         for e in snapshot.entries:
+            if (now_ms is not None and e.current_txn_first_offset < 0
+                    and now_ms - e.timestamp >= expiration_ms):
+                expired.append(e)
+                continue
             self.producers[e.producer_id] = _Producer(
                 e.producer_epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
                 e.coordinator_epoch, e.current_txn_first_offset)
             if e.current_txn_first_offset >= 0:
                 self.ongoing[e.producer_id] = e.current_txn_first_offset
+        return expired
 
     def apply(self, data, *, end_offset: int | None = None, file: str | None = None) -> list[CompletedTxn]:
         """Replay the v2 batches with a producer id of one ``.log`` buffer (stopping before the
