@@ -97,7 +97,8 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
         # the replay goes on from the snapshots the load's replays go on from, not from
         # those it deletes first (and may take again)
         usable = {o: v for o, v in valid.items() if o in loaded.read}
-        replay = replay_partition(kept, ends, usable, targets=loaded.offsets, now_ms=now_ms)
+        replay = replay_partition(kept, ends, usable, targets=loaded.offsets, now_ms=now_ms,
+                                  reloads=sorted(loaded.reloads))
         if replay.error is None:
             break
         i, pos = replay.error_segment, replay.error.position or 0

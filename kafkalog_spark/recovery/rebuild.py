@@ -182,7 +182,8 @@ def read_snapshots(part: PartitionDir) -> tuple[dict[int, tuple[Path, ProducerSn
 
 def replay_partition(segments: Sequence[Segment], ends: Sequence[int],
                      snapshots: dict[int, tuple[Path, ProducerSnapshot]],
-                     targets: Sequence[int] = (), now_ms: int | None = None) -> Replay:
+                     targets: Sequence[int] = (), now_ms: int | None = None,
+                     reloads: Sequence[int] = ()) -> Replay:
     """Replay v2 batch headers of ``segments[i].log[:ends[i]]`` like ``rebuildProducerState``.
 
     Starts from the snapshot at the first segment's base offset if any. At every other offset
@@ -190,20 +191,24 @@ def replay_partition(segments: Sequence[Segment], ends: Sequence[int],
     that agrees is loaded and trusted from there on (it knows producers of removed segments),
     one that does not is reported in ``distrusted``. ``states`` holds the state at each of
     ``targets`` (and at every snapshot offset). A marker Kafka cannot parse stops the replay
-    (``error``, located in its file). With ``now_ms`` a loaded snapshot's expired producers are
-    left out as the broker's load at that time leaves them out (``loadFromSnapshot``), but
-    still count when a later snapshot is compared with the log.
+    (``error``, located in its file). With ``now_ms``, at each of ``reloads`` (where the
+    broker's load reads a snapshot, :mod:`.loader`) the producers it expires at that time go
+    (``loadFromSnapshot``); they still count when a later snapshot is compared with the log.
     """
     out = Replay()
     if not segments:
         return out
     first = segments[0].base_offset
     tracker = ProducerStateTracker()
-    expired: list[ProducerEntry] = []  # left out at the last load
+    expired: list[ProducerEntry] = []  # expired since the last snapshot loaded
+    reloads = set(reloads) if now_ms is not None else set()
     if first in snapshots:
-        expired = tracker.load_snapshot(snapshots[first][1], now_ms=now_ms)
+        tracker.load_snapshot(snapshots[first][1])
         out.trusted.add(first)
-    marks = sorted({o for o in (*snapshots, *targets) if o > first or (o == first and o not in snapshots)})
+        if first in reloads:
+            expired = tracker.expire(now_ms)
+    marks = sorted({o for o in (*snapshots, *targets, *reloads)
+                    if o > first or (o == first and o not in snapshots)})
 
     def mark(offset: int) -> None:
         nonlocal tracker, expired
@@ -215,11 +220,15 @@ def replay_partition(segments: Sequence[Segment], ends: Sequence[int],
                 out.distrusted[offset] = bad[0].message
             else:
                 tracker = ProducerStateTracker()
-                expired = tracker.load_snapshot(snap, now_ms=now_ms)
+                tracker.load_snapshot(snap)
+                expired = []
                 out.trusted.add(offset)
         # in the order the broker's HashMap of producers writes them (the entries it loaded
-        # first, then those the replay met, by bucket)
+        # first, then those the replay met, by bucket); a snapshot there is the state before a
+        # load reads it, and expires producers
         out.states[offset] = tracker.snapshot(order="java_hashmap")
+        if offset in reloads:
+            expired += tracker.expire(now_ms)
 
     for i, (seg, end) in enumerate(zip(segments, ends)):
         aborted: list[CompletedTxn] = []

@@ -198,23 +198,25 @@ class ProducerStateTracker:
         self.producers.setdefault(producer_id, _Producer()).current_txn_first_offset = first_offset
         self.ongoing[producer_id] = first_offset
 
-    def load_snapshot(self, snapshot: ProducerSnapshot, *, now_ms: int | None = None,
-                      expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> list[ProducerEntry]:
-        """Start from a snapshot's state. With ``now_ms`` as ``loadFromSnapshot`` does at that
-        time: a producer with no open transaction whose last timestamp is ``expiration_ms`` or
-        more before it is expired, left out and returned."""
-        expired = []
+    def load_snapshot(self, snapshot: ProducerSnapshot) -> None:
+        """Start from a snapshot's state (``loadFromSnapshot``; :meth:`expire` for its
+        expiration)."""
         for e in snapshot.entries:
-            if (now_ms is not None and e.current_txn_first_offset < 0
-                    and now_ms - e.timestamp >= expiration_ms):
-                expired.append(e)
-                continue
             self.producers[e.producer_id] = _Producer(
                 e.producer_epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
                 e.coordinator_epoch, e.current_txn_first_offset)
             if e.current_txn_first_offset >= 0:
                 self.ongoing[e.producer_id] = e.current_txn_first_offset
-        return expired
+
+    def expire(self, now_ms: int,
+               expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> list[ProducerEntry]:
+        """Drop, as ``loadFromSnapshot`` does at ``now_ms``, every producer with no transaction
+        open whose last timestamp is ``expiration_ms`` or more before it; return them."""
+        gone = [e for e in self.snapshot().entries if e.current_txn_first_offset < 0
+                and now_ms - e.timestamp >= expiration_ms]
+        for e in gone:
+            del self.producers[e.producer_id]
+        return gone
 
     def apply(self, data, *, end_offset: int | None = None, file: str | None = None) -> list[CompletedTxn]:
         """Replay the v2 batches with a producer id of one ``.log`` buffer (stopping before the
