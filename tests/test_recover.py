@@ -19,6 +19,7 @@ from click.testing import CliRunner
 import kafkalog_spark as kl
 from kafkalog_spark.cli import cli
 from kafkalog_spark.codec.files import checkpoints as C
+from kafkalog_spark.codec.files.snapshot import read_snapshot
 from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.errors import InvalidOptionError, LogDirLockedError
 from kafkalog_spark.codec.files import naming as N
@@ -457,3 +458,36 @@ def test_a_recovered_segments_indexes_follow_the_topics_index_interval(tmp_path:
         assert (active.read_bytes() == written) == configured
         assert len(active.read_bytes()) < len(written) or configured
         assert not recover(log_dir, execute_plan=True).changed
+
+
+def test_a_snapshot_load_expires_idle_producers_as_the_broker_does(tmp_path: Path) -> None:
+    """ProducerStateManager.loadFromSnapshot leaves out a producer idle for
+    producer.id.expiration.ms (1 day) with no transaction open. After a crash with everything
+    flushed the load recovers the active segment from the snapshot at its base: the snapshot it
+    takes at the log end then lacks producer 7 (idle 2 days), keeps 9 (an hour) and 11 (idle 2
+    days, but a transaction open). As of the data's own time nobody expires."""
+    from test_compaction import build_partition, rec
+    from test_recover_loaded_segments import _stopped
+
+    now = 1_800_000_000_000
+    day = 86_400_000
+    old = dict(producer_epoch=0, base_sequence=0)
+    log_dir = tmp_path / "logs"
+    pdir = build_partition(log_dir, [
+        [rec(0, b"a", b"1", now - 2 * day, producer_id=7, **old),
+         rec(1, b"b", b"2", now - 3600_000, producer_id=9, **old),
+         rec(2, b"c", b"3", now - 2 * day, producer_id=11, is_transactional=True, **old)],
+        [rec(3, b"d", b"4", now - 3600_000)]])
+    _stopped(log_dir, 4, clean=False)
+    recover(log_dir, execute_plan=True, now_ms=now - 3 * day)  # no producer idle yet
+    end = pdir / N.segment_file_name(4, N.SNAPSHOT)
+    ids = lambda p: sorted(e.producer_id for e in read_snapshot(p.read_bytes()).entries)
+    assert ids(pdir / N.segment_file_name(3, N.SNAPSHOT)) == ids(end) == [7, 9, 11]
+    assert not recover(log_dir, now_ms=now - 3 * day).changed
+    done = recover(log_dir, execute_plan=True, now_ms=now)
+    assert [Path(a.path).name for a in done.actions] == [end.name]
+    assert ids(end) == [9, 11] and ids(pdir / N.segment_file_name(3, N.SNAPSHOT)) == [7, 9, 11]
+    assert not recover(log_dir, now_ms=now).changed  # the broker's next restart: the same
+    report = verify(log_dir)
+    assert report.ok and [p.message for p in report.problems] == [
+        "producer 7 of the log is not in the snapshot (expired?)"]

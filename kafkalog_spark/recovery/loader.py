@@ -55,6 +55,9 @@ class LoadedSnapshots:
     # existing ones whose state the load's replays go on from: the kept ones, and those a
     # producer-state rebuild loads before a later one deletes them
     read: set[int] = field(default_factory=set)
+    # where a producer-state rebuild loads a snapshot, existing or one the load took (each
+    # recovered segment has a ProducerStateManager of its own): expired producers go there
+    reloads: set[int] = field(default_factory=set)
 
 
 class _Files:
@@ -66,6 +69,7 @@ class _Files:
         self.existing = frozenset(existing)
         self.deleted: dict[int, str] = {}
         self.read: set[int] = set()
+        self.reloads: set[int] = set()
 
     def delete(self, offsets: Sequence[int], why: str) -> None:
         for o in offsets:
@@ -108,8 +112,10 @@ class _Manager:
                               why)
         offsets = self.files.offsets
         self.map_end = self.last_snap = offsets[-1] if offsets else log_start
+        if offsets:
+            self.files.reloads.add(offsets[-1])  # loadFromSnapshot
         if offsets and offsets[-1] in self.files.existing and offsets[-1] not in self.files.deleted:
-            self.files.read.add(offsets[-1])  # loadFromSnapshot: an existing file, as it was
+            self.files.read.add(offsets[-1])  # an existing file, as it was
         if last > self.map_end:
             # the replay passes the segments from the one holding the map end offset to
             # ``last`` (LogSegments.values); it snapshots at the start of the last two
@@ -180,4 +186,4 @@ def loaded_snapshots(bases: Sequence[int], segment_ends: Sequence[int], log_end:
     kept = set(files.existing) - set(files.deleted)
     return LoadedSnapshots(files.offsets, kept,
                            {o: why for o, why in files.deleted.items() if o not in after},
-                           kept | files.read)
+                           kept | files.read, files.reloads)

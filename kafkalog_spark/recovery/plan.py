@@ -50,7 +50,8 @@ class PartitionOutcome:
 def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
                    recovery_point: int | None = 0, tiered: bool = False,
                    repair_trusted: bool = False, check_all: bool = False,
-                   index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES) -> PartitionOutcome:
+                   index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
+                   now_ms: int | None = None) -> PartitionOutcome:
     """Plan steps 2-6 of the module docstring for one partition (swap passes already applied or
     simulated in ``part``). ``recovery_point``: its ``recovery-point-offset-checkpoint`` entry
     (0 without one), ``None`` after a clean shutdown (the broker's load then recovers only the
@@ -61,7 +62,8 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
     leaves it and listed in ``left``. ``check_all`` (implied by ``repair_trusted``; ``recover
     --salvage``): cut at the first invalid entry in any segment, not only in those the load
     recovers. ``index_interval_bytes``: the topic's, for the indexes of the segments the load
-    recovers."""
+    recovers. ``now_ms``: the time of the load, whose snapshot loads leave expired producers
+    out (:meth:`~kafkalog_spark.codec.files.snapshot.ProducerStateTracker.load_snapshot`)."""
     out = PartitionOutcome(part.name, str(part.path))
     for p in part.leftovers:
         if not p.name.endswith(f".{N.CHECKPOINT}.{N.DELETED}"):
@@ -95,7 +97,8 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
         # the replay goes on from the snapshots the load's replays go on from, not from
         # those it deletes first (and may take again)
         usable = {o: v for o, v in valid.items() if o in loaded.read}
-        replay = replay_partition(kept, ends, usable, targets=loaded.offsets)
+        replay = replay_partition(kept, ends, usable, targets=loaded.offsets, now_ms=now_ms,
+                                  reloads=sorted(loaded.reloads))
         if replay.error is None:
             break
         i, pos = replay.error_segment, replay.error.position or 0

@@ -28,8 +28,8 @@ import numpy as np
 from ..codec.files import naming as N
 from ..codec.files.index import TxnIndex, read_offset_index, read_time_index
 from ..codec.files.index_rebuild import build_indexes
-from ..codec.files.snapshot import (CompletedTxn, ProducerSnapshot, ProducerStateTracker,
-                                    read_snapshot)
+from ..codec.files.snapshot import (CompletedTxn, ProducerEntry, ProducerSnapshot,
+                                    ProducerStateTracker, read_snapshot)
 from ..codec.records.scan import scan_entries
 from ..errors import KafkaLogError
 from ..inspect.verify_partitions import compare_snapshot, compare_txn_index
@@ -157,6 +157,16 @@ class Replay:
     error_segment: int | None = None
 
 
+def _with(tracker: ProducerStateTracker, expired: list[ProducerEntry]) -> ProducerStateTracker:
+    """``tracker`` with the producers its load left out as expired (those the replay has met
+    since as it has them): the state a snapshot taken without expiring would hold."""
+    if not expired:
+        return tracker
+    view = ProducerStateTracker()
+    view.load_snapshot(ProducerSnapshot((*expired, *tracker.snapshot().entries)))
+    return view
+
+
 def read_snapshots(part: PartitionDir) -> tuple[dict[int, tuple[Path, ProducerSnapshot]], dict[int, tuple[Path, str]]]:
     """``(valid, corrupt)`` producer snapshots of a partition by offset."""
     valid, corrupt = {}, {}
@@ -172,7 +182,8 @@ def read_snapshots(part: PartitionDir) -> tuple[dict[int, tuple[Path, ProducerSn
 
 def replay_partition(segments: Sequence[Segment], ends: Sequence[int],
                      snapshots: dict[int, tuple[Path, ProducerSnapshot]],
-                     targets: Sequence[int] = ()) -> Replay:
+                     targets: Sequence[int] = (), now_ms: int | None = None,
+                     reloads: Sequence[int] = ()) -> Replay:
     """Replay v2 batch headers of ``segments[i].log[:ends[i]]`` like ``rebuildProducerState``.
 
     Starts from the snapshot at the first segment's base offset if any. At every other offset
@@ -180,32 +191,44 @@ def replay_partition(segments: Sequence[Segment], ends: Sequence[int],
     that agrees is loaded and trusted from there on (it knows producers of removed segments),
     one that does not is reported in ``distrusted``. ``states`` holds the state at each of
     ``targets`` (and at every snapshot offset). A marker Kafka cannot parse stops the replay
-    (``error``, located in its file).
+    (``error``, located in its file). With ``now_ms``, at each of ``reloads`` (where the
+    broker's load reads a snapshot, :mod:`.loader`) the producers it expires at that time go
+    (``loadFromSnapshot``); they still count when a later snapshot is compared with the log.
     """
     out = Replay()
     if not segments:
         return out
     first = segments[0].base_offset
     tracker = ProducerStateTracker()
+    expired: list[ProducerEntry] = []  # expired since the last snapshot loaded
+    reloads = set(reloads) if now_ms is not None else set()
     if first in snapshots:
         tracker.load_snapshot(snapshots[first][1])
         out.trusted.add(first)
-    marks = sorted({o for o in (*snapshots, *targets) if o > first or (o == first and o not in snapshots)})
+        if first in reloads:
+            expired = tracker.expire(now_ms)
+    marks = sorted({o for o in (*snapshots, *targets, *reloads)
+                    if o > first or (o == first and o not in snapshots)})
 
     def mark(offset: int) -> None:
-        nonlocal tracker
+        nonlocal tracker, expired
         if offset in snapshots and offset != first:
             path, snap = snapshots[offset]
-            bad = [p for p in compare_snapshot(snap, tracker, first, str(path)) if p.severity == ERROR]
+            bad = [p for p in compare_snapshot(snap, _with(tracker, expired), first, str(path))
+                   if p.severity == ERROR]
             if bad:
                 out.distrusted[offset] = bad[0].message
             else:
                 tracker = ProducerStateTracker()
                 tracker.load_snapshot(snap)
+                expired = []
                 out.trusted.add(offset)
         # in the order the broker's HashMap of producers writes them (the entries it loaded
-        # first, then those the replay met, by bucket)
+        # first, then those the replay met, by bucket); a snapshot there is the state before a
+        # load reads it, and expires producers
         out.states[offset] = tracker.snapshot(order="java_hashmap")
+        if offset in reloads:
+            expired += tracker.expire(now_ms)
 
     for i, (seg, end) in enumerate(zip(segments, ends)):
         aborted: list[CompletedTxn] = []

@@ -22,9 +22,10 @@ point is completed by the next run, and a second run of a finished one plans not
    rebuilt from their batches; the others keep theirs, but a missing ``.timeindex`` is created
    empty — what differs from the batches there is listed (``left``) for ``rebuild-index``;
 5. producer snapshots where a broker's load leaves them (§12.7,
-   :mod:`~kafkalog_spark.recovery.loader`): write the replayed state where no snapshot agrees
-   with the log — at the log end offset, at the base and end of every segment the load
-   recovers, and at the last two segment bases its producer-state rebuilds pass —, then
+   :mod:`~kafkalog_spark.recovery.loader`): write the replayed state (from a snapshot it
+   loads, without the producers the load expires there) where no snapshot agrees with the log
+   — at the log end offset, at the base and end of every segment the load recovers, and at
+   the last two segment bases its producer-state rebuilds pass —, then
    quarantine corrupt ones and those the load deletes: beyond the new log end, at or below the
    log start or above a recovered segment's base (``truncateAndReload``), at no segment base
    (``removeStraySnapshots``);
@@ -51,6 +52,7 @@ dir whose ``.lock`` a live process holds.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -110,7 +112,7 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             execute_plan: bool = False, quarantine_dir: str | os.PathLike[str] | None = None,
             step: Step | None = None, salvage: bool = False,
             recovered: Mapping[Path, tuple[int, int]] | None = None,
-            repair_trusted: bool = False) -> RecoveryReport:
+            repair_trusted: bool = False, now_ms: int | None = None) -> RecoveryReport:
     """Plan (and with ``execute_plan`` carry out) the recovery of log dirs.
 
     Parameters
@@ -136,6 +138,11 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
         Also rebuild a missing or inconsistent index of a segment the broker's load does not
         recover (for log dirs the caller has just written: restore, reconcile). Default: such
         a file is left as the load leaves it, and listed in the partition's ``left``.
+    now_ms : int, optional
+        When the broker's load is taken to run (default: now): where it loads a producer
+        snapshot it leaves out the producers idle ``producer.id.expiration.ms`` (Kafka's 1 day)
+        before that, with no transaction open — so a log of old producers gets smaller
+        snapshots on a second run, as on a broker's second restart.
 
     Returns
     -------
@@ -164,12 +171,13 @@ def recover(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
                 q.resume()
                 _recover_log_dir(log_dir, report, q, step, scratch=None, salvage=salvage,
                                  tiered=tiered, recovered=recovered,
-                                 repair_trusted=repair_trusted)
+                                 repair_trusted=repair_trusted, now_ms=now_ms)
                 q.finish()
         else:
             with LOCAL.temp_dir("kafkalog-recover-plan-") as scratch:
                 _recover_log_dir(log_dir, report, q, step, scratch=Path(scratch),
-                                 salvage=salvage, tiered=tiered, repair_trusted=repair_trusted)
+                                 salvage=salvage, tiered=tiered, repair_trusted=repair_trusted,
+                                 now_ms=now_ms)
         if q.run is not None:
             report.quarantine_runs.append(str(q.run))
     return report
@@ -179,16 +187,18 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
                      *, scratch: Path | None, salvage: bool = False,
                      tiered: Mapping[Path, TieredPartition] | None = None,
                      recovered: Mapping[Path, tuple[int, int]] | None = None,
-                     repair_trusted: bool = False) -> None:
+                     repair_trusted: bool = False, now_ms: int | None = None) -> None:
     """Plan the recovery of one log dir and, without ``scratch`` (a dry run's private folder
     for rehearsed rewrites), carry it out. ``tiered``: the tiered partitions, by path;
-    ``recovered``, ``repair_trusted``: as for :func:`recover`."""
+    ``recovered``, ``repair_trusted``, ``now_ms``: as for :func:`recover`."""
     tiered = tiered or {}
     done = {storage_for(p).resolve(p): ends for p, ends in (recovered or {}).items()}
     execute_plan = scratch is None
     starts = read_offsets(log_dir.path / N.LOG_START_OFFSET_CHECKPOINT)
     points = read_offsets(log_dir.path / N.RECOVERY_POINT_CHECKPOINT)
     intervals = _index_intervals(log_dir, report)
+    if now_ms is None:
+        now_ms = int(time.time() * 1000)  # a broker's load expires idle producers as of its start
     for part in log_dir.special:
         if part.kind == N.DELETE_DIR:
             report.notes.append(f"{part.path}: partition dir queued for deletion; not recovered")
@@ -232,7 +242,7 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
                                  recovery_point=None if log_dir.clean_shutdown
                                  else points.get(tp, 0) if tp is not None else 0,
                                  repair_trusted=repair_trusted, check_all=salvage,
-                                 index_interval_bytes=intervals(part.topic))
+                                 index_interval_bytes=intervals(part.topic), now_ms=now_ms)
         outcome.damage = damage
         if remote is not None:
             report.notes.append(tiered_note(remote, outcome))

@@ -169,6 +169,11 @@ def _produce(bootstrap: str, rng: random.Random) -> None:
         produce_python_transactions(bootstrap, [(txn[0], True), (txn[1], False)], "none",
                                     "lc-txn")
         time.sleep(ROLL_WAIT_S)
+    # a producer whose last record is three days old (CreateTime): where a load reads a
+    # snapshot holding it, it is expired (producer.id.expiration.ms, a day; L6)
+    produce_python(bootstrap, [Send(SOURCE, 0, b"idle", b"i",
+                                    timestamp_ms=int(time.time() * 1000) - 3 * 86_400_000)],
+                   "none")
     produce_python(bootstrap, [Send(SOURCE, 0, b"roll", b"r")], "none")
 
 

@@ -35,6 +35,9 @@ SNAPSHOT_VERSION = 1
 SNAPSHOT_HEADER = struct.Struct(">hIi")  # version, crc, count
 PRODUCER_ENTRIES_OFFSET = 6  # where the CRC-covered region starts
 PRODUCER_ENTRY = struct.Struct(">qhiqiqiq")
+# the broker's producer.id.expiration.ms default (Kafka 3.4+, KIP-854): a producer idle longer,
+# with no transaction open, is dropped when a snapshot is loaded
+PRODUCER_ID_EXPIRATION_MS = 86_400_000
 assert PRODUCER_ENTRY.size == 46
 
 INT32_MAX = L.INT32_MAX
@@ -196,13 +199,24 @@ class ProducerStateTracker:
         self.ongoing[producer_id] = first_offset
 
     def load_snapshot(self, snapshot: ProducerSnapshot) -> None:
-        """Start from a snapshot's state (as ``loadFromSnapshot`` does, minus expiration)."""
+        """Start from a snapshot's state (``loadFromSnapshot``; :meth:`expire` for its
+        expiration)."""
         for e in snapshot.entries:
             self.producers[e.producer_id] = _Producer(
                 e.producer_epoch, e.last_sequence, e.last_offset, e.offset_delta, e.timestamp,
                 e.coordinator_epoch, e.current_txn_first_offset)
             if e.current_txn_first_offset >= 0:
                 self.ongoing[e.producer_id] = e.current_txn_first_offset
+
+    def expire(self, now_ms: int,
+               expiration_ms: int = PRODUCER_ID_EXPIRATION_MS) -> list[ProducerEntry]:
+        """Drop, as ``loadFromSnapshot`` does at ``now_ms``, every producer with no transaction
+        open whose last timestamp is ``expiration_ms`` or more before it; return them."""
+        gone = [e for e in self.snapshot().entries if e.current_txn_first_offset < 0
+                and now_ms - e.timestamp >= expiration_ms]
+        for e in gone:
+            del self.producers[e.producer_id]
+        return gone
 
     def apply(self, data, *, end_offset: int | None = None, file: str | None = None) -> list[CompletedTxn]:
         """Replay the v2 batches with a producer id of one ``.log`` buffer (stopping before the
