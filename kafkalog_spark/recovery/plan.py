@@ -63,7 +63,7 @@ def plan_partition(part: PartitionDir, *, log_start_checkpoint: int = 0,
     --salvage``): cut at the first invalid entry in any segment, not only in those the load
     recovers. ``index_interval_bytes``: the topic's, for the indexes of the segments the load
     recovers. ``now_ms``: the time of the load, whose snapshot loads leave expired producers
-    out (:meth:`~kafkalog_spark.codec.files.snapshot.ProducerStateTracker.load_snapshot`)."""
+    out (:meth:`~kafkalog_spark.codec.files.snapshot.ProducerStateTracker.expire`)."""
     out = PartitionOutcome(part.name, str(part.path))
     for p in part.leftovers:
         if not p.name.endswith(f".{N.CHECKPOINT}.{N.DELETED}"):

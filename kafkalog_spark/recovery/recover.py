@@ -66,7 +66,7 @@ from ..log.model import LogDir, PartitionDir
 from ..log.selection import command_partitions
 from ..log.staging import STAGING_INFIX
 from ..log.tiered_topics import TieredPartition, tiered_partitions
-from ..log.topic_config import effective_config, metadata_topic_configs
+from ..log.topic_config import configured_partitions
 from ..storage import LOCAL, storage_for
 from ..storage.lock import ensure_local, ensure_not_locked, hold_lock
 from .actions import QUARANTINE_FILE, RENAME, SALVAGE, SPLIT, WRITE_FILE, Action, execute
@@ -242,7 +242,8 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
                                  recovery_point=None if log_dir.clean_shutdown
                                  else points.get(tp, 0) if tp is not None else 0,
                                  repair_trusted=repair_trusted, check_all=salvage,
-                                 index_interval_bytes=intervals(part.topic), now_ms=now_ms)
+                                 index_interval_bytes=intervals.get(
+                                     part.path, DEFAULT_INDEX_INTERVAL_BYTES), now_ms=now_ms)
         outcome.damage = damage
         if remote is not None:
             report.notes.append(tiered_note(remote, outcome))
@@ -264,31 +265,17 @@ def _recover_log_dir(log_dir: LogDir, report: RecoveryReport, q: Quarantine, ste
         execute(actions, q, step)
 
 
-def _index_intervals(log_dir: LogDir, report: RecoveryReport) -> Callable[[str | None], int]:
-    """Each topic's ``index.interval.bytes`` as its KRaft metadata records it (a segment the
-    load recovers has its indexes rebuilt with it; Kafka's default without a record). An
-    unreadable metadata log gives the defaults, and a note."""
+def _index_intervals(log_dir: LogDir, report: RecoveryReport) -> dict[Path, int]:
+    """Each partition's ``index.interval.bytes`` as its topic's KRaft metadata records it (a
+    segment the load recovers has its indexes rebuilt with it; Kafka's default without a
+    record). Configs that do not read give the defaults, and a note."""
     try:
-        metadata = metadata_topic_configs(log_dir.path)
+        return {part.path: config.index_interval_bytes
+                for part, config in configured_partitions(log_dir)}
     except KafkaLogError as exc:
-        report.notes.append(f"{log_dir.path}: topic configs not read from the metadata log "
-                            f"({exc}); indexes rebuilt with index.interval.bytes "
-                            f"{DEFAULT_INDEX_INTERVAL_BYTES}")
-        metadata = {}
-    configs: dict[str, int] = {}
-
-    def interval(topic: str | None) -> int:
-        if topic is None or topic not in metadata:
-            return DEFAULT_INDEX_INTERVAL_BYTES
-        if topic not in configs:
-            try:
-                configs[topic] = effective_config(topic, metadata=metadata).index_interval_bytes
-            except KafkaLogError as exc:
-                report.notes.append(f"{topic}: {exc}; indexes rebuilt with index.interval.bytes "
-                                    f"{DEFAULT_INDEX_INTERVAL_BYTES}")
-                configs[topic] = DEFAULT_INDEX_INTERVAL_BYTES
-        return configs[topic]
-    return interval
+        report.notes.append(f"{log_dir.path}: topic configs not read ({exc}); indexes rebuilt "
+                            f"with index.interval.bytes {DEFAULT_INDEX_INTERVAL_BYTES}")
+        return {}
 
 
 def recover_written_partition(pdir: Path, recovery_point: int) -> tuple[int, int] | None:
