@@ -34,20 +34,7 @@ from oracle import maven_jars  # noqa: E402
 from oracle.broker import KafkaBroker  # noqa: E402
 from servers import descendants  # noqa: E402
 from spark_jars import spark_jars  # noqa: E402
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid: int, with_reaped_children: bool) -> float:
-    """utime + stime of ``pid`` (plus its reaped children's), seconds; 0 if it is gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    ticks = int(fields[11]) + int(fields[12])
-    if with_reaped_children:
-        ticks += int(fields[13]) + int(fields[14])
-    return ticks / TICK
+from tree_cpu import cpu_seconds  # noqa: E402
 
 
 class CpuMeter:

@@ -66,10 +66,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from scaling_replay import TAG, Trace, event_log_file, read_traces  # noqa: E402
+from tree_cpu import TreeCpuSampler  # noqa: E402
 
 JOBS = ("scan-all", "scan-2col", "write", "verify", "migrate", "restore", "compact")
 SLOTS = (1, 2, 8, 32, 128)
 GOALS = {"serial": 0.05, 8: 6.0, 32: 20.0}
+CPUS = os.cpu_count() or 1  # the report is printed on the machine that measured
 
 
 def generate(work: Path, size_mb: int, partitions: int, segment_kib: int) -> Path:
@@ -112,16 +114,20 @@ def child(master: str, log_dir: Path, work: Path, parallelism: int, jobs: list[s
     sc = spark.sparkContext
     sc.setLocalProperty(TAG, "warm-up")
     _job(spark, "warm-up", log_dir, scratch, p)()
-    for name in jobs:
-        fn = _job(spark, name, log_dir, scratch, p)  # its set-up untagged, before the clock
-        sc.setLocalProperty(TAG, name)
-        t0 = time.time()
-        fn()
-        t1 = time.time()
-        sc.setLocalProperty(TAG, None)
-        _record(work / f"result-{master}.json", name,
-                {"wall": [t0 * 1000, t1 * 1000], "events": str(events)})
-        print(f"#   {master} {name}: {t1 - t0:.1f} s", file=sys.stderr, flush=True)
+    cpu_file = events.with_name(events.name.replace("events-", "cpu-") + ".json")
+    with TreeCpuSampler() as cpu:  # this process, its JVM, the JVM's Python processes
+        for name in jobs:
+            fn = _job(spark, name, log_dir, scratch, p)  # its set-up untagged, before the clock
+            sc.setLocalProperty(TAG, name)
+            t0 = time.time()
+            fn()
+            t1 = time.time()
+            sc.setLocalProperty(TAG, None)
+            cpu_file.write_text(json.dumps(cpu.samples))
+            _record(work / f"result-{master}.json", name,
+                    {"wall": [t0 * 1000, t1 * 1000], "events": str(events),
+                     "cpu": str(cpu_file)})
+            print(f"#   {master} {name}: {t1 - t0:.1f} s", file=sys.stderr, flush=True)
     spark.stop()
     shutil.rmtree(scratch, ignore_errors=True)
 
@@ -196,11 +202,15 @@ def load_traces(work: Path, master: str) -> dict[str, Trace]:
     measured it last (a run still going or killed: its log so far)."""
     result = json.loads((work / f"result-{master}.json").read_text())
     runs: dict[str, dict[str, tuple[float, float]]] = {}
+    samples: dict[str, str | None] = {}
     for name, entry in result.items():
         runs.setdefault(entry["events"], {})[name] = tuple(entry["wall"])
+        samples[entry["events"]] = entry.get("cpu")  # runs before the sampler: none
     traces: dict[str, Trace] = {}
     for folder, walls in runs.items():
-        traces.update(read_traces(event_log_file(Path(folder)), walls))
+        cpu = samples[folder]
+        cpu = [tuple(x) for x in json.loads(Path(cpu).read_text())] if cpu else None
+        traces.update(read_traces(event_log_file(Path(folder)), walls, cpu))
     return traces
 
 
@@ -213,8 +223,8 @@ def report(traces: dict[str, dict[str, Trace]], jobs: list[str]) -> None:
     base = one or next(iter(traces.values()))
     jobs = [j for j in jobs if j in base]  # a run still going: the jobs it finished
     print("\n| job | wall s | serial share | largest task / its stage | tasks | first use s "
-          "| x8 | x32 | x128 | x32 cold | x128 cold | misses |")
-    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
+          "| CPU per task s | x8 | x32 | x128 | x32 cold | x128 cold | misses |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for name in jobs:
         t = base[name]
         wide = t.widest_stage()
@@ -224,22 +234,25 @@ def report(traces: dict[str, dict[str, Trace]], jobs: list[str]) -> None:
                                    ("x8", x[8] < GOALS[8]), ("x32", x[32] < GOALS[32])) if bad]
         first_use = sum(st.first_use_ms for st in t.stages) / 1000
         print(f"| {name} | {t.wall_ms / 1000:.1f} | {t.serial_share:.1%} | {where} | "
-              f"{len(t.tasks)} | {first_use:.1f} | {x[8]:.1f} | {x[32]:.1f} | {x[128]:.1f} | "
+              f"{len(t.tasks)} | {first_use:.1f} | {_cpu_need(t)} | {x[8]:.1f} | {x[32]:.1f} | "
+              f"{x[128]:.1f} | "
               f"{t.speedup(32, 'cold'):.1f} | {t.speedup(128, 'cold'):.1f} | "
               f"{', '.join(misses) or 'none'} |")
     why(base, jobs)
     if one and two:
-        print("\nReplay against reality (projected / measured wall time; task time: the summed "
-              "task time of local[2] over local[1]'s):\n")
+        print(f"\nReplay against reality (projected / measured wall time; the slots share this "
+              f"machine's {CPUS} CPUs; task time: the summed task time of local[2] over "
+              f"local[1]'s):\n")
         print("| job | local[1] trace, 2 cold slots, vs local[2] | local[2] trace on 1 slot vs "
               "local[1] | self: local[1] on 1 | self: local[2] on 2 | task time |")
         print("|---|---:|---:|---:|---:|---:|")
         for name in [j for j in jobs if j in two]:
             a, b = one[name], two[name]
             ratio = sum(x.ms for x in b.tasks) / max(1, sum(x.ms for x in a.tasks))
-            print(f"| {name} | {_ratio(a.replay(2, 'cold'), b.wall_ms)} | "
-                  f"{_ratio(b.replay(1), a.wall_ms)} | {_ratio(a.replay(1), a.wall_ms)} | "
-                  f"{_ratio(b.replay(2), b.wall_ms)} | {ratio:.2f}x |")
+            print(f"| {name} | {_ratio(a.replay(2, 'cold', CPUS), b.wall_ms)} | "
+                  f"{_ratio(b.replay(1, cpus=CPUS), a.wall_ms)} | "
+                  f"{_ratio(a.replay(1, cpus=CPUS), a.wall_ms)} | "
+                  f"{_ratio(b.replay(2, cpus=CPUS), b.wall_ms)} | {ratio:.2f}x |")
     print("\nStages (first trace): id, operators, tasks, summed task s, first use s, largest warm "
           "task s, shuffle read / write MiB")
     for name in jobs:
@@ -275,6 +288,14 @@ def why(traces: dict[str, Trace], jobs: list[str]) -> None:
         print("\nWhere the misses come from (share of the projected time lost over the ideal, "
               "largest first):\n")
         print("\n".join(lines))
+
+
+def _cpu_need(t: Trace) -> str:
+    """CPU seconds the process tree used per second of task time, over the job's stages."""
+    phases = [(t.cpu_per_task(p), sum(s.task_ms for s in p)) for p in t.phases()]
+    if not phases or any(need is None for need, _ in phases):
+        return "-"
+    return f"{sum(need * ms for need, ms in phases) / max(1, sum(ms for _, ms in phases)):.2f}"
 
 
 def _ratio(projected: float, measured: float) -> str:

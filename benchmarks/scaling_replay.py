@@ -24,10 +24,20 @@ whose properties carry the benchmark's tag):
   way: the ``self`` checks), ``warm`` (the first-use excess taken off: workers that already ran
   this code, as in a long-lived session) and ``cold`` (the excess added to each slot's first
   task of the stage: fresh workers, as for a new ``spark-submit``).
+* **CPU per task time**: a task's time is its Python worker's, but the JVM works beside it
+  (Arrow batches into rows, shuffle files, the sink): when the run's process tree was sampled
+  (:mod:`tree_cpu`), a phase's CPU over its summed task time says how many CPUs one running
+  task kept busy (1.4 for a scan measured on ``local[1]`` of a 2-CPU machine: its JVM work ran
+  on the second CPU). Replayed where each slot has one CPU (a cluster whose executors have a
+  core per task slot: the projections), every task of the phase takes that factor longer
+  (when above 1); replayed on slots that share ``cpus`` CPUs (the check against a measured
+  ``local[2]`` run), the tasks running at once are slowed by their CPU need over ``cpus``.
+  Without samples a task counts as measured.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import json
 from collections.abc import Iterable, Iterator
@@ -106,6 +116,7 @@ class Trace:
     end_ms: float
     stages: list[Stage]
     spark_jobs: int = 0
+    cpu: list[tuple[float, float]] | None = None  # (epoch ms, cumulative CPU ms) of the run
 
     @property
     def wall_ms(self) -> float:
@@ -152,22 +163,45 @@ class Trace:
                 end = hi
         return out
 
-    def replay(self, slots: int, mode: str = "measured") -> float:
+    def replay(self, slots: int, mode: str = "measured", cpus: int | None = None) -> float:
         """Projected wall time (ms) of this job on ``slots`` executor slots (``mode``: how a
-        task is counted, :data:`MODES`)."""
+        task is counted, :data:`MODES`; ``cpus``: the CPUs the slots share, or ``None``: a CPU
+        for each slot — see the module doc)."""
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
-        return self.serial_ms + sum(self._phase_makespan(p, slots, mode) for p in self.phases())
+        return self.serial_ms + sum(self._phase_makespan(p, slots, mode, cpus)
+                                    for p in self.phases())
 
-    @staticmethod
-    def _phase_makespan(phase: list[Stage], slots: int, mode: str) -> float:
-        tasks = sorted((t.launch_ms, s.stage_id, t.index, d) for s in phase
+    def cpu_per_task(self, phase: list[Stage]) -> float | None:
+        """CPU ms the sampled process tree used during ``phase`` per ms of its summed task time;
+        ``None`` without samples."""
+        if not self.cpu:
+            return None
+        lo = min(s.interval()[0] for s in phase)
+        hi = max(s.interval()[1] for s in phase)
+        task_ms = sum(s.task_ms for s in phase)
+        return (cpu_at(self.cpu, hi) - cpu_at(self.cpu, lo)) / task_ms if task_ms else None
+
+    def stretch(self, phase: list[Stage], slots: int, cpus: int | None) -> float:
+        """How much longer each task of ``phase`` takes on ``slots`` slots for want of CPU."""
+        need = self.cpu_per_task(phase)
+        if need is None:
+            return 1.0
+        if cpus is not None:  # shared: the tasks running at once need need * running CPUs
+            need *= min(slots, sum(len(s.tasks) for s in phase)) / cpus
+        return max(1.0, need)
+
+    def _phase_makespan(self, phase: list[Stage], slots: int, mode: str,
+                        cpus: int | None = None) -> float:
+        k = self.stretch(phase, slots, cpus)
+        tasks = sorted((t.launch_ms, s.stage_id, t.index, d * k) for s in phase
                        for t, d in zip(s.ordered(), s.durations(mode)))
         # cold: each slot's first task of a stage pays that stage's first use
         extra = {s.stage_id: s.first_use_ms for s in phase} if mode == "cold" else None
         return makespan([(d, stage) for _, stage, _, d in tasks], slots, extra)
 
     def speedup(self, slots: int, mode: str = "warm") -> float:
+        """Replay on one slot over replay on ``slots``, each slot with a CPU of its own."""
         one = self.replay(1, mode)
         return one / self.replay(slots, mode) if one else 0.0
 
@@ -185,11 +219,12 @@ class Trace:
         out = [(ms * (1 - 1 / slots), None, f"driver {ms / 1000:.1f} s {what}")
                for ms, what in parts if ms > 0]
         for phase in self.phases():
-            times = [d for s in phase for d in s.durations(mode)]
+            k = self.stretch(phase, slots, None)
+            times = [d * k for s in phase for d in s.durations(mode)]
             made = self._phase_makespan(phase, slots, mode)
             ideal = sum(times) / slots
             stage = max(phase, key=lambda s: max(s.durations(mode)))
-            biggest = max(stage.durations(mode))
+            biggest = max(stage.durations(mode)) * k
             if len(times) < slots:
                 why = f"{len(times)} tasks for {slots} slots"
             elif biggest > ideal:
@@ -227,6 +262,18 @@ def makespan(tasks: Iterable[float | tuple[float, object]], slots: int,
     return end
 
 
+def cpu_at(samples: list[tuple[float, float]], ms: float) -> float:
+    """The cumulative CPU of ``(time, cpu)`` samples at time ``ms``, interpolated between the
+    samples around it (the first or last one outside them)."""
+    at = bisect.bisect_left(samples, (ms, float("-inf")))
+    if at == 0:
+        return samples[0][1]
+    if at == len(samples):
+        return samples[-1][1]
+    (t0, c0), (t1, c1) = samples[at - 1], samples[at]
+    return c0 + (c1 - c0) * (ms - t0) / (t1 - t0) if t1 > t0 else c1
+
+
 def union_length(intervals: Iterable[tuple[float, float]]) -> float:
     """Total length covered by the intervals."""
     total, end = 0.0, None
@@ -257,10 +304,12 @@ def events(path: Path) -> Iterator[dict]:
             return
 
 
-def read_traces(path: Path, walls: dict[str, tuple[float, float]]) -> dict[str, Trace]:
+def read_traces(path: Path, walls: dict[str, tuple[float, float]],
+                cpu: list[tuple[float, float]] | None = None) -> dict[str, Trace]:
     """Each benchmarked job's trace from the event log at ``path``; ``walls`` gives each job's
-    start and end (epoch ms) as the driver measured them around its call. Only successful tasks
-    of a stage's last attempt count (a retried task's lost work is not the graph's)."""
+    start and end (epoch ms) as the driver measured them around its call, ``cpu`` the run's
+    process-tree CPU samples if taken. Only successful tasks of a stage's last attempt count (a
+    retried task's lost work is not the graph's)."""
     stages: dict[int, Stage] = {}
     attempt: dict[int, int] = {}  # the last attempt submitted of each stage
     tasks: dict[tuple[int, int], list[Task]] = {}  # (stage, attempt) -> successful tasks
@@ -287,7 +336,7 @@ def read_traces(path: Path, walls: dict[str, tuple[float, float]]) -> dict[str, 
     out = {}
     for name, (start, end) in walls.items():
         mine = sorted((s for s in stages.values() if s.job == name), key=lambda s: s.stage_id)
-        out[name] = Trace(name, start, end, mine, len(jobs_of.get(name, ())))
+        out[name] = Trace(name, start, end, mine, len(jobs_of.get(name, ())), cpu)
     return out
 
 

@@ -181,3 +181,36 @@ def test_the_losses_add_up_to_the_replay_and_name_the_stage_and_cause(tmp_path: 
     (ms, stage, why), = compact.losses(4)
     assert (ms, stage.stage_id) == (700 - 250, 2) and compact.replay(4) == 700
     assert why == "one task of 0.7 s = 70% of the stage (a giant partition)"
+
+
+def test_a_task_that_kept_more_than_one_cpu_busy_is_slowed_where_cpus_are_short(
+        tmp_path: Path) -> None:
+    # local[1] on a 2-CPU machine: stage 0, four tasks of 100 ms one after the other, while the
+    # sampled process tree used 1.5 ms of CPU per ms (the worker plus the JVM beside it); then
+    # a one-task stage that used 0.5 CPU (waiting on I/O); 100 ms of driver time at each end
+    evs = [job_start(0, "scan", [(0, []), (1, [0])]), submitted(0), submitted(1)]
+    evs += [task_end(0, i, 100 * i, 100 * (i + 1)) for i in range(4)]
+    evs += [task_end(1, 0, 400, 600)]
+    cpu = [(T0 - 100.0, 0.0), (T0, 10.0), (T0 + 400.0, 610.0), (T0 + 600.0, 710.0),
+           (T0 + 700.0, 720.0)]
+    trace = R.read_traces(write_log(tmp_path / "events", evs),
+                          {"scan": (T0 - 100, T0 + 700)}, cpu)["scan"]
+    first, second = trace.phases()
+
+    assert R.cpu_at(cpu, T0 + 200) == pytest.approx(310)  # between samples: interpolated
+    assert R.cpu_at(cpu, T0 - 500) == 0 and R.cpu_at(cpu, T0 + 900) == 720
+    assert trace.cpu_per_task(first) == pytest.approx(1.5)
+    assert trace.cpu_per_task(second) == pytest.approx(0.5)
+    # as measured: one slot on the 2-CPU machine had the CPU the JVM's work needed
+    assert trace.replay(1, cpus=2) == pytest.approx(800)
+    # two slots sharing those 2 CPUs: 2 x 1.5 CPUs wanted, each task 1.5x as long
+    assert trace.replay(2, cpus=2) == pytest.approx(200 + 2 * 150 + 200)
+    # a CPU of its own per slot (the projections): every task of stage 0 1.5x, at any count
+    assert trace.replay(1) == pytest.approx(200 + 600 + 200)
+    assert trace.replay(4) == pytest.approx(200 + 150 + 200)
+    assert trace.speedup(4) == pytest.approx(1000 / 550)
+    losses = trace.losses(4)
+    assert sum(ms for ms, _, _ in losses) == pytest.approx(trace.replay(4) - trace.replay(1) / 4)
+    # without samples a task counts as measured
+    bare = R.read_traces(tmp_path / "events", {"scan": (T0 - 100, T0 + 700)})["scan"]
+    assert bare.cpu_per_task(first) is None and bare.replay(4) == pytest.approx(500)
