@@ -1,13 +1,16 @@
-"""The Python daemon of a local session's workers (datasource layer, below the session
-helper): pyspark's own, run as ``python -m kafkalog_spark.spark_daemon WORKER_MODULE`` after
-putting the installed pyspark ahead of Spark's ``pyspark.zip`` where both are the same files.
+"""Where a local session's Python workers come from (a layer below the session helper): which
+daemon forks them, and pyspark imported from the installed package rather than Spark's zip.
+
+The daemon is :mod:`kafkalog_spark.datasource.daemon`: pyspark's, after putting the installed
+pyspark ahead of Spark's ``pyspark.zip`` where both are the same files
+(:func:`prefer_installed_pyspark`, here) and after loading the data source's reader once.
 
 Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the path of every Python process it
 starts (the daemon, each worker it forks, the driver under spark-submit). Python does not cache
 the bytecode of modules imported from a zip, so each of those processes compiled pyspark's
 worker modules anew: about 0.5 s of CPU each (0.7 s against 0.15 s from the installed
-package's bytecode), paid by every worker of a cold job. The daemon imports nothing that starts
-a thread (it forks): no numpy, no pyarrow.
+package's bytecode), paid by every worker of a cold job. :func:`workers_import_this_package`
+says where the session helper may choose the daemon.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 from .storage import LOCAL
 
 DAEMON_CONF = "spark.python.daemon.module"
-DAEMON_MODULE = "kafkalog_spark.spark_daemon"
+DAEMON_MODULE = "kafkalog_spark.datasource.daemon"
 
 
 def prefer_installed_pyspark() -> bool:
@@ -63,15 +66,3 @@ def workers_import_this_package(configured: dict[str, str]) -> bool:
             and LOCAL.resolve(Path(python).parent) == LOCAL.resolve(Path(sys.executable).parent)
             and spec is not None and spec.origin is not None and LOCAL.is_file(spec.origin))
 
-
-def _daemon() -> None:
-    """``python -m kafkalog_spark.spark_daemon WORKER_MODULE``: pyspark's daemon, which forks
-    the workers, after :func:`prefer_installed_pyspark`."""
-    prefer_installed_pyspark()
-    from pyspark import daemon
-
-    daemon.manager()
-
-
-if __name__ == "__main__":
-    _daemon()

@@ -123,3 +123,59 @@ def test_the_users_daemon_and_jvm_options_are_kept(tmp_path):
     assert got["daemon"] == "pyspark.daemon"
     assert got["java"].endswith("-Dmine=1")  # after the options Spark adds itself
     assert "-m pyspark.daemon pyspark.worker" in got["parent"]
+
+
+
+WARM_PROBE = textwrap.dedent("""
+    import json, os, sys
+    import pyarrow as pa
+    from kafkalog_spark import write_log
+    from kafkalog_spark.spark import session
+
+    def probe(_):
+        import sys
+        scan = sys.modules.get("kafkalog_spark.codec.records.scan")
+        kernels = getattr(getattr(scan, "_walk", None), "signatures", None)
+        return ["kafkalog_spark.datasource.reader" in sys.modules,
+                "kafkalog_spark.datasource.writer" in sys.modules,
+                None if kernels is None else len(kernels) > 0]
+
+    spark = session("local[2]")
+    sc = spark.sparkContext
+    first = sc.parallelize(range(2), 2).map(probe).collect()  # the workers' first tasks
+    table = pa.table({"value": [b"x" * 100] * 4000})
+    for p in range(8):
+        write_log(table, sys.argv[1], topic="t", partition=p, max_batch_records=50)
+    df = spark.read.format("kafkalog").option("minPartitions", "8").load(sys.argv[1])
+    limited = df.limit(100).count()  # tasks that stop reading early: their workers killed
+    after = sc.parallelize(range(2), 2).map(probe).collect()
+    print("GOT " + json.dumps({"first": first, "after": after, "limited": limited,
+                               "all": df.count(), "daemon": sc.getConf().get(
+                                   "spark.python.daemon.module")}))
+    spark.stop()
+""")
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("daemon", [None, "pyspark.daemon"])
+def test_a_local_sessions_workers_start_with_the_reader_loaded(tmp_path, daemon):
+    """The package's daemon loads the data source's reader and writer, and the scan's kernels,
+    before it forks: a worker's first task finds them loaded. pyspark's own daemon (chosen by
+    the user here) forks workers that load them on their first task, each."""
+    env = dict(os.environ)
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    if daemon:
+        env["PYSPARK_SUBMIT_ARGS"] = f"--conf spark.python.daemon.module={daemon} pyspark-shell"
+    out = subprocess.run([sys.executable, "-c", WARM_PROBE, str(tmp_path / "log")], env=env,
+                         capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    got = json.loads(out.stdout.split("GOT ", 1)[1].splitlines()[0])
+    assert got["limited"] == 100 and got["all"] == 32_000
+    assert got["daemon"] == (daemon or DAEMON_MODULE)
+    jit = os.environ.get("NUMBA_DISABLE_JIT") != "1"
+    if daemon:  # a fresh worker loads the package on its first task
+        assert got["first"] == [[False, False, None]] * 2
+        return
+    for reader, writer, kernels in got["first"] + got["after"]:
+        assert reader and writer
+        assert kernels is (True if jit else None)  # plain Python: no kernels to load
