@@ -8,8 +8,8 @@ The master comes from, first that exists: the ``master`` argument, spark-submit 
 session time zone, Arrow) and the ``kafkalog`` data source; a value the user set for one of those is kept, with a warning. A local master also gets
 :data:`LOCAL_CONF` (loopback, no UI, few shuffle partitions, 2 GiB driver) where nothing set
 those keys, and its Python workers run this interpreter, forked by
-:mod:`~kafkalog_spark.datasource.daemon` where nothing chose a daemon (:mod:`~kafkalog_spark.spark_daemon`
-says where): forked with the data source's reader and writer already loaded. A cluster master is left as configured: ship the
+:mod:`~kafkalog_spark.daemon` where nothing chose a daemon (:mod:`~kafkalog_spark.spark_daemon`
+says where): forked with the package's task code already loaded. A cluster master is left as configured: ship the
 package to its executors as ``docs/cluster.md`` says.
 
 Delta Lake: when delta-spark is on the session's classpath (a ``delta-spark_*`` jar in

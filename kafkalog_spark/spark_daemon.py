@@ -1,9 +1,9 @@
 """Where a local session's Python workers come from (a layer below the session helper): which
 daemon forks them, and pyspark imported from the installed package rather than Spark's zip.
 
-The daemon is :mod:`kafkalog_spark.datasource.daemon`: pyspark's, after putting the installed
-pyspark ahead of Spark's ``pyspark.zip`` where both are the same files
-(:func:`prefer_installed_pyspark`, here) and after loading the data source's reader once.
+The daemon is :mod:`kafkalog_spark.daemon`: pyspark's, after putting the installed pyspark
+ahead of Spark's ``pyspark.zip`` where both are the same files (:func:`prefer_installed_pyspark`,
+here) and after loading the package's task code once.
 
 Spark puts ``$SPARK_HOME/python/lib/pyspark.zip`` first on the path of every Python process it
 starts (the daemon, each worker it forks, the driver under spark-submit). Python does not cache
@@ -25,7 +25,7 @@ from pathlib import Path
 from .storage import LOCAL
 
 DAEMON_CONF = "spark.python.daemon.module"
-DAEMON_MODULE = "kafkalog_spark.datasource.daemon"
+DAEMON_MODULE = "kafkalog_spark.daemon"
 
 
 def prefer_installed_pyspark() -> bool:

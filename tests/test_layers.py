@@ -163,7 +163,7 @@ FLOOR = {
     "inspect": 4, "datasource": 4, "spark": 4,
     "compaction": 5, "retention": 5, "recovery": 5, "delta": 5,
     "report": 6,
-    "cli": 7, "jobs": 7, "warmup": 7, "__init__": 7, "__main__": 7,
+    "cli": 7, "jobs": 7, "warmup": 7, "daemon": 7, "__init__": 7, "__main__": 7,
 }
 SIDEWAYS_ALLOWED = {
     # the session helper registers the data source it configures Spark for
