@@ -32,9 +32,8 @@ sys.path[:0] = [str(HERE.parent / "tests")]
 
 from oracle import maven_jars  # noqa: E402
 from oracle.broker import KafkaBroker  # noqa: E402
-from servers import descendants  # noqa: E402
 from spark_jars import spark_jars  # noqa: E402
-from tree_cpu import cpu_seconds  # noqa: E402
+from tree_cpu import cpu_seconds, descendants  # noqa: E402
 
 
 class CpuMeter:

@@ -3,10 +3,12 @@ sampled over time.
 
 A Spark job's CPU is spread over the driver's Python, the JVM (driver and, in local mode, the
 executor), pyspark's daemon and its forked workers, and the Python processes the JVM starts to
-plan a Python data source. :class:`TreeCpuSampler` adds them up: every process below a root
-counts its own user + system time, plus what its reaped children used (a worker that exited
-and was waited for is in its parent's count; one still running only in its own, so nothing is
-counted twice). Linux only.
+plan a Python data source. :class:`TreeCpuSampler` adds them up: at every sample it finds the
+processes below a root and reads each one's own user + system time; a process that exits keeps
+the last time read (its final tens of milliseconds are missed), and one that leaves the tree
+alive (a worker whose daemon was killed, re-parented to init) goes on being read. Children's
+times (``cutime``) are not used: a worker orphaned that way is never reaped into the tree, and
+they would count a reaped process twice. Linux only.
 """
 
 from __future__ import annotations
@@ -30,23 +32,20 @@ def cpu_seconds(pid: int, with_reaped_children: bool) -> float:
     return ticks / TICK
 
 
-def tree_cpu_seconds(root: int) -> float:
-    """CPU seconds used so far by ``root`` and every process below it, reaped ones included."""
-    parents: dict[int, int] = {}
+def descendants(root: int) -> list[int]:
+    """Every process below ``root`` now (children, their children, ...)."""
+    children: dict[int, list[int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
             fields = _stat(int(name))
             if fields is not None:
-                parents[int(name)] = int(fields[1])
-    children: dict[int, list[int]] = {}
-    for pid, parent in parents.items():
-        children.setdefault(parent, []).append(pid)
-    total, todo = 0.0, [root]
+                children.setdefault(int(fields[1]), []).append(int(name))
+    out, todo = [], [root]
     while todo:
-        pid = todo.pop()
-        total += cpu_seconds(pid, True)
-        todo += children.get(pid, [])
-    return total
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
 
 
 def _stat(pid: int) -> list[str] | None:
@@ -58,13 +57,16 @@ def _stat(pid: int) -> list[str] | None:
 
 
 class TreeCpuSampler:
-    """A thread reading :func:`tree_cpu_seconds` of ``root`` every ``interval_s``:
-    ``samples`` holds ``(epoch ms, CPU ms)`` pairs, the CPU cumulative since the first."""
+    """A thread reading the CPU time of ``root``'s process tree every ``interval_s``:
+    ``samples`` holds ``(epoch ms, CPU ms)`` pairs, the CPU used since the sampler started by
+    the processes seen in the tree (module doc)."""
 
     def __init__(self, root: int | None = None, interval_s: float = 0.1) -> None:
         self.root = os.getpid() if root is None else root
         self.interval_s = interval_s
         self.samples: list[tuple[float, float]] = []
+        self._seen: dict[tuple[int, str], float] = {}  # (pid, start time) -> CPU s read last
+        self._start: dict[tuple[int, str], float] = {}  # the same at the first reading
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="tree-cpu", daemon=True)
 
@@ -76,11 +78,24 @@ class TreeCpuSampler:
         self._stop.set()
         self._thread.join()
 
+    def read(self) -> float:
+        """CPU seconds used since the first reading by the processes seen so far."""
+        first = not self._seen
+        tree = {self.root, *descendants(self.root)}
+        for pid in tree | {pid for pid, _ in self._seen}:
+            fields = _stat(pid)
+            if fields is None:
+                continue  # gone: its last reading stays
+            key = (pid, fields[19])  # field 22, the start time: a reused pid is another process
+            if pid not in tree and key not in self._seen:
+                continue
+            self._seen[key] = (int(fields[11]) + int(fields[12])) / TICK
+            # a process already running at the first reading counts from there; later ones whole
+            self._start.setdefault(key, self._seen[key] if first else 0.0)
+        return sum(cpu - self._start[key] for key, cpu in self._seen.items())
+
     def _run(self) -> None:
-        first = None
         while True:
-            cpu = tree_cpu_seconds(self.root) * 1000
-            first = cpu if first is None else first
-            self.samples.append((time.time() * 1000, cpu - first))
+            self.samples.append((time.time() * 1000, self.read() * 1000))
             if self._stop.wait(self.interval_s):
                 return
