@@ -205,17 +205,17 @@ INJECT = textwrap.dedent('''
 
         from kafkalog_spark.datasource import reader
 
-        files_read, read_split = delta_job._FilesReader.read, reader.read_split
+        files_task, read_split = delta_job.files_task, reader.read_split
         migrating = {"gate": None}
 
-        def slow_files_read(self, partition):
+        def slow_files_task(*args):
             migrating["gate"] = _start("migrate")
-            return files_read(self, partition)
+            return files_task(*args)
 
         def slow_read_split(*args, **kwargs):
             return _slowly(read_split(*args, **kwargs), migrating["gate"])
 
-        delta_job._FilesReader.read = slow_files_read
+        delta_job.files_task = slow_files_task  # what the job's pickled task names
         reader.read_split = slow_read_split  # what write_splits imports when it runs
 
 

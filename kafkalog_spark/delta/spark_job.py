@@ -23,7 +23,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from itertools import groupby
 from pathlib import Path
@@ -177,16 +177,16 @@ def plan_tasks(tables: list[TableWrite], min_tasks: int) -> list[FilesTask]:
 
 
 def files_task(tables: list[TableWrite], partition_by: tuple[str, ...], run_id: str,
-               task: FilesTask) -> list[tuple[int, str, tuple[str | None, ...]]]:
+               task: FilesTask) -> list[tuple[int, str, DataFile]]:
     """One task of :func:`write_spark`: decode its splits and write their Parquet files into
     its attempt's own staging folder (in place on an object store); returns per file its
-    table index, its path below the staging folder (``attempt-<id>/...``) and its partition
-    values."""
+    table index, its path below the staging folder (``attempt-<id>/...``) and its ``add``
+    action's description, read from the file's footer here rather than on the driver."""
     from pyspark import TaskContext
 
     ctx = TaskContext.get()
     attempt = f"attempt-{ctx.taskAttemptId() if ctx is not None else 0}"
-    out_rows: list[tuple[int, str, tuple[str | None, ...]]] = []
+    out_rows: list[tuple[int, str, DataFile]] = []
     for i, items in groupby(task.items, key=lambda item: item[0]):
         table = tables[i]
         root = table.root_path()
@@ -201,7 +201,8 @@ def files_task(tables: list[TableWrite], partition_by: tuple[str, ...], run_id: 
         written = write_splits((split for _, split in items),
                                parse_read_options(table.read_options), table.schema,
                                partition_by, out, tag)
-        out_rows += [(i, f"{attempt}/{rel}", tuple(values)) for rel, values in written]
+        out_rows += [(i, f"{attempt}/{rel}", data_file(out, rel, dict(zip(partition_by, values))))
+                     for rel, values in written]
     return out_rows
 
 
@@ -225,26 +226,22 @@ def write_spark(spark: "SparkSession", tables: list[TableWrite], partition_by: t
     with task_errors():
         rows = (sc.parallelize(tasks, len(tasks))
                 .flatMap(partial(files_task, tables, partition_by, run_id)).collect())
-    for i, file, values in sorted(rows, key=lambda r: (r[0], r[1])):
-        out[i].append(_kept_file(tables[i], file, dict(zip(partition_by, values)), run_id,
-                                 len(out[i])))
+    for i, staged, file in sorted(rows, key=lambda r: (r[0], r[1])):
+        out[i].append(file if tables[i].in_place()  # written where it stays, attempt-named
+                      else _moved(tables[i], staged, file, file_name(run_id, len(out[i]))))
     return out
 
 
-def _kept_file(table: TableWrite, file: str, values: dict[str, str | None], run_id: str,
-               index: int) -> DataFile:
-    """A file of a kept attempt (``attempt-<id>/<rel>``) at its place in the table: staged
-    files are moved under the run-named file name ``index`` gives; in-place ones stay."""
-    root, rel = table.root_path(), file.split("/", 1)[1]
-    if table.in_place():  # written where it stays, under its attempt's name
-        return data_file(root, rel, values)
-    folder = rel.rpartition("/")[0]
-    final = "/".join(x for x in (folder, file_name(run_id, index)) if x)
+def _moved(table: TableWrite, staged: str, file: DataFile, name: str) -> DataFile:
+    """A staged file of a kept attempt (``attempt-<id>/<folder>/<file>`` below the staging
+    folder) moved into its partition folder of the table under the run-named ``name``."""
+    root, folder = table.root_path(), file.path.rpartition("/")[0]
+    final = "/".join(x for x in (folder, name) if x)
     fs = storage_for(root)
     with disk_errors("moving a data file into the table", root / final):
         fs.make_dirs_below(root, (root / final).parent)
-        fs.rename(Path(table.staging) / file, root / final)
-    return data_file(root, final, values)
+        fs.rename(Path(table.staging) / staged, root / final)
+    return replace(file, path=final)
 
 
 def write_delta_spark(spark: "SparkSession", plan: TablePlan, read_options: dict[str, str],
