@@ -315,7 +315,10 @@ class Run:
         self.output = self.dir / "submit.out"
         self.kills: list[tuple[str, dict]] = []
         conf = {"spark.python.daemon.module": "klfault_daemon",
-                "spark.executorEnv.PYTHONPATH": str(inject),
+                # then the driver's own path: the executors import the package the driver
+                # does (a checkout run with PYTHONPATH, not the one the venv installs)
+                "spark.executorEnv.PYTHONPATH": os.pathsep.join(
+                    [str(inject), *filter(None, [os.environ.get("PYTHONPATH")])]),
                 "spark.executorEnv.KLF_MARKERS": str(self.markers),
                 "spark.executorEnv.KLF_PLAN": json.dumps(plan or {}),
                 "spark.executorEnv.KLF_HOLD": str(HOLD_SECONDS),
