@@ -162,8 +162,8 @@ class FilesTask:
 
 def plan_tasks(tables: list[TableWrite], min_tasks: int) -> list[FilesTask]:
     """Every table's splits, planned as the ``kafkalog`` source plans them (listings and
-    index entries, no record decoded: a few milliseconds a table), packed into tasks across
-    tables (many small topics: a few tasks, not one per table)."""
+    index entries, no record decoded), packed into tasks across tables (many small topics: a
+    few tasks, not one per table)."""
     tagged, max_bytes = [], 0
     for i, table in enumerate(tables):
         opts = parse_read_options(table.read_options)
@@ -214,10 +214,11 @@ def write_spark(spark: "SparkSession", tables: list[TableWrite], partition_by: t
     run's end removes.
 
     The tasks are planned here and run as an RDD of :class:`FilesTask`: a Python data source
-    planned them in Spark's Python planning workers instead, and a source registered on the
-    session (not found by package discovery) starts two planning daemons of its own, each a
-    fresh interpreter importing this package — about 4 s on the driver's side before the
-    first task, against a few milliseconds of planning."""
+    planned them in Spark's Python planning workers instead, and that source, registered on
+    the session, got two planning daemons of its own beside the ``kafkalog`` source's (for
+    ``schema()``, then ``reader()``/``partitions()``), each a fresh interpreter importing this
+    package: 3-4 s before the first task on a 282 MiB log, against 0.03 s of planning here
+    (0.3 s for a 4 GB log of 4,146 segments)."""
     sc = spark.sparkContext
     tasks = plan_tasks(tables, sc.defaultParallelism)
     out: list[list[DataFile]] = [[] for _ in tables]
