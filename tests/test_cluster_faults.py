@@ -205,17 +205,17 @@ INJECT = textwrap.dedent('''
 
         from kafkalog_spark.datasource import reader
 
-        files_read, read_split = delta_job._FilesReader.read, reader.read_split
+        files_task, read_split = delta_job.files_task, reader.read_split
         migrating = {"gate": None}
 
-        def slow_files_read(self, partition):
+        def slow_files_task(*args):
             migrating["gate"] = _start("migrate")
-            return files_read(self, partition)
+            return files_task(*args)
 
         def slow_read_split(*args, **kwargs):
             return _slowly(read_split(*args, **kwargs), migrating["gate"])
 
-        delta_job._FilesReader.read = slow_files_read
+        delta_job.files_task = slow_files_task  # what the job's pickled task names
         reader.read_split = slow_read_split  # what write_splits imports when it runs
 
 
@@ -315,7 +315,10 @@ class Run:
         self.output = self.dir / "submit.out"
         self.kills: list[tuple[str, dict]] = []
         conf = {"spark.python.daemon.module": "klfault_daemon",
-                "spark.executorEnv.PYTHONPATH": str(inject),
+                # then the driver's own path: the executors import the package the driver
+                # does (a checkout run with PYTHONPATH, not the one the venv installs)
+                "spark.executorEnv.PYTHONPATH": os.pathsep.join(
+                    [str(inject), *filter(None, [os.environ.get("PYTHONPATH")])]),
                 "spark.executorEnv.KLF_MARKERS": str(self.markers),
                 "spark.executorEnv.KLF_PLAN": json.dumps(plan or {}),
                 "spark.executorEnv.KLF_HOLD": str(HOLD_SECONDS),

@@ -210,6 +210,14 @@ def test_dry_run_writes_nothing(logs, tmp_path):
     assert not (tmp_path / "delta").exists()
 
 
+def test_delta_spark_writer_without_spark_is_refused_before_anything_is_made(logs, tmp_path):
+    with pytest.raises(InvalidOptionError, match="writer='delta-spark' needs the Spark engine"):
+        migrate(logs, tmp_path / "delta", writer="delta-spark")
+    assert not (tmp_path / "delta").exists()
+    # auto on the local engine: delta-rs, without asking for delta-spark
+    assert migrate(logs, tmp_path / "delta", writer="auto")["writer"] == "delta-rs"
+
+
 def test_schema_evolution_adds_headers_and_metadata(logs, tmp_path):
     dest = tmp_path / "delta"
     migrate(logs, dest, topics=["orders"], include_headers=False, include_metadata=False)

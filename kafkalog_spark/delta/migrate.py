@@ -273,15 +273,23 @@ class _Writers:
 
     def __init__(self, opts: MigrateOptions, spark: Any, engine: str) -> None:
         self.asked = opts.writer
-        self.jars = False
-        if engine == "spark" and opts.writer != "delta-rs":
-            from .spark_job import delta_jars_available
-
-            self.jars = delta_jars_available(spark)
-        if opts.writer == "delta-spark" and not self.jars:
+        self.spark = spark if engine == "spark" and opts.writer != "delta-rs" else None
+        self._jars: bool | None = None
+        if opts.writer == "delta-spark" and not self.jars():
             raise InvalidOptionError("writer='delta-spark' needs the Spark engine with the "
                                      "Delta jars on the classpath (see docs/delta.md); use "
                                      "writer='delta-rs'")
+
+    def jars(self) -> bool:
+        """Whether delta-spark can write: asked of the JVM once, and with ``auto`` only when a
+        table needs it (py4j round trips before the run's first task)."""
+        if self._jars is None:
+            self._jars = False
+            if self.spark is not None:
+                from .spark_job import delta_jars_available
+
+                self._jars = delta_jars_available(self.spark)
+        return self._jars
 
     def of(self, path: Path) -> str:
         """The writer of the table at ``path``; refuses delta-rs for a table it cannot write."""
@@ -292,7 +300,7 @@ class _Writers:
         features = unwritable(path) if table_exists(path) else []
         if not features:
             return "delta-rs"
-        if self.asked == "auto" and self.jars:
+        if self.asked == "auto" and self.jars():
             return "delta-spark"
         raise InvalidOptionError(refusal(path, features, "write", "migrate it with writer "
                                          "auto or delta-spark on a Spark session with the "
