@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import platform
+import random
 import statistics
 import subprocess
 import sys
@@ -40,7 +41,7 @@ def make_log(folder: Path, partitions: int, records: int) -> None:
 
     from kafkalog_spark import write_log
 
-    rng = __import__("random").Random(7)
+    rng = random.Random(7)
     values = [bytes(rng.getrandbits(8) for _ in range(50)) + b"text " * 10 for _ in range(997)]
     table = pa.table({"key": [b"k%d" % (i % 5000) for i in range(records)],
                       "value": [values[i % 997] for i in range(records)]})

@@ -32,19 +32,28 @@ def cpu_seconds(pid: int, with_reaped_children: bool) -> float:
     return ticks / TICK
 
 
-def descendants(root: int) -> list[int]:
-    """Every process below ``root`` now (children, their children, ...)."""
+def descendants(root: int, stats: dict[int, list[str]] | None = None) -> list[int]:
+    """Every process below ``root`` now (children, their children, ...); ``stats``: every
+    process's :func:`_stat` fields, read here when not given."""
     children: dict[int, list[int]] = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            fields = _stat(int(name))
-            if fields is not None:
-                children.setdefault(int(fields[1]), []).append(int(name))
+    for pid, fields in (stats if stats is not None else all_stats()).items():
+        children.setdefault(int(fields[1]), []).append(pid)
     out, todo = [], [root]
     while todo:
         for child in children.get(todo.pop(), []):
             out.append(child)
             todo.append(child)
+    return out
+
+
+def all_stats() -> dict[int, list[str]]:
+    """The :func:`_stat` fields of every process, by pid."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            fields = _stat(int(name))
+            if fields is not None:
+                out[int(name)] = fields
     return out
 
 
@@ -81,9 +90,10 @@ class TreeCpuSampler:
     def read(self) -> float:
         """CPU seconds used since the first reading by the processes seen so far."""
         first = not self._seen
-        tree = {self.root, *descendants(self.root)}
+        stats = all_stats()  # /proc read once per sample: the tree and the times from it
+        tree = {self.root, *descendants(self.root, stats)}
         for pid in tree | {pid for pid, _ in self._seen}:
-            fields = _stat(pid)
+            fields = stats.get(pid)
             if fields is None:
                 continue  # gone: its last reading stays
             key = (pid, fields[19])  # field 22, the start time: a reused pid is another process

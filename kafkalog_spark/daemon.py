@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import importlib
 import logging
-import sys
 
+from .codec.layout import CODEC_NAMES
 from .spark_daemon import prefer_installed_pyspark
 from .storage import LOCAL
 
 log = logging.getLogger(__name__)
 
-CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 TASK_MODULES = (  # what the package's Spark tasks unpickle and run
     "kafkalog_spark.datasource.reader", "kafkalog_spark.datasource.writer",
     "kafkalog_spark.compaction.spark_job", "kafkalog_spark.recovery.verify_job",
@@ -54,13 +53,13 @@ def warm_worker_code() -> None:
 
     with LOCAL.temp_dir("kafkalog-daemon-") as folder:
         table = pa.table({"key": [b"k", None], "value": [b"v" * 40, b"w"]})
-        for p, codec in enumerate(CODECS):
+        for p, codec in CODEC_NAMES.items():
             write_log(table, folder, topic="warm", partition=p, codec=codec)
         source = KafkaLogDataSource({"path": folder})
         reader = source.reader(source.schema())
         rows = sum(b.num_rows for part in reader.partitions() for b in reader.read(part))
-    if rows != len(CODECS) * table.num_rows:
-        raise RuntimeError(f"the warm-up read {rows} rows of {len(CODECS) * table.num_rows}")
+    if rows != len(CODEC_NAMES) * table.num_rows:
+        raise RuntimeError(f"the warm-up read {rows} rows of {len(CODEC_NAMES) * table.num_rows}")
 
 
 def main() -> None:
@@ -77,4 +76,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -65,4 +65,3 @@ def workers_import_this_package(configured: dict[str, str]) -> bool:
             and python is not None
             and LOCAL.resolve(Path(python).parent) == LOCAL.resolve(Path(sys.executable).parent)
             and spec is not None and spec.origin is not None and LOCAL.is_file(spec.origin))
-
