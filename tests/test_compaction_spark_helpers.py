@@ -11,14 +11,17 @@ import pyarrow as pa
 import pytest
 
 from kafkalog_spark.compaction.compact import plan_log_dir
+from kafkalog_spark.codec.files.index_rebuild import build_indexes
 from kafkalog_spark.codec.records.digest import key_digests
+from kafkalog_spark.codec.records.scan import scan_entries
 from kafkalog_spark.compaction.rewrite import key_rows, retained_offsets_local, rewrite_group
 from kafkalog_spark.compaction.cleaned import cleaned_path
 from kafkalog_spark.compaction.key_map import combine_keys
 from kafkalog_spark.compaction.key_shuffle import (bucket_count, buckets_of, key_table, key_task,
                                                    most_rows, retained_task, row_schema)
-from kafkalog_spark.compaction.spark_job import (chunk_tasks, concat_task, group_items,
+from kafkalog_spark.compaction.spark_job import (chunk_tasks, finish_task, group_items,
                                                  rewrite_pieces, rewrite_task, segment_tasks)
+from kafkalog_spark.errors import CorruptRecordError
 from kafkalog_spark.log.discovery import discover
 
 from test_compaction import T, build_partition, rec, worked_example
@@ -172,8 +175,9 @@ def test_rewrite_task_writes_the_local_bytes_into_its_attempt_file(tmp_path: Pat
 
 
 def test_pieces_of_a_group_joined_are_the_group(tmp_path: Path) -> None:
-    """A group cut into pieces (one per segment here) and joined in order by concat_task is
-    byte for byte the group rewritten whole."""
+    """A group cut into pieces (one per segment here) and joined in order by finish_task is
+    byte for byte the group rewritten whole, with the indexes the swap builds from it and the
+    offset after its last batch; a group of one piece keeps its file."""
     log_dir = tmp_path / "logs"
     build_partition(log_dir, [[rec(i, b"k%d" % (i % 7), None if i % 11 == 0 else b"v%d" % i)
                                for i in range(j, j + 10)] for j in range(0, 40, 10)] + [[]])
@@ -182,15 +186,45 @@ def test_pieces_of_a_group_joined_are_the_group(tmp_path: Path) -> None:
                                       plan.first_dirty)
     items = group_items([plan])
     assert len(rewrite_pieces(items)) == len(items)  # small: one piece per group
-    pieces = rewrite_pieces(items, piece_bytes=1)  # every segment its own piece
-    assert len(pieces) == sum(len(g.sources) for g, _, _, _ in items) > len(items)
     attempts = tmp_path / "attempts"
     attempts.mkdir()
-    assert [p[2] for p in pieces] == list(range(len(pieces)))  # numbered over all groups
-    for g, _, gid, pdir in items:
-        mine = [p for p in pieces if p[1] == gid]
-        paths = [rewrite_task(p, iter([(p[2], retained)]), str(attempts))[2]
-                 for p in mine]
-        got_gid, joined = concat_task(str(attempts), (gid, paths))
-        assert got_gid == gid
-        assert Path(joined).read_bytes() == bytes(rewrite_group(g, retained).log)
+    for piece_bytes in (1, 1 << 30):  # every segment its own piece; one piece per group
+        pieces = rewrite_pieces(items, piece_bytes=piece_bytes)
+        assert [p[2] for p in pieces] == list(range(len(pieces)))  # numbered over all groups
+        if piece_bytes == 1:
+            assert len(pieces) == sum(len(g.sources) for g, _, _, _ in items) > len(items)
+        for g, _, gid, pdir in items:
+            mine = [p for p in pieces if p[1] == gid]
+            paths = [rewrite_task(p, iter([(p[2], retained)]), str(attempts))[2]
+                     for p in mine]
+            got_gid, log, index, timeindex, end = finish_task(
+                str(attempts), (gid, paths, g.base_offset, 64))
+            whole = bytes(rewrite_group(g, retained).log)
+            built = build_indexes(whole, g.base_offset, index_interval_bytes=64)
+            assert got_gid == gid and Path(log).read_bytes() == whole
+            assert (log == paths[0]) == (len(paths) == 1)
+            assert Path(index).read_bytes() == built.offset_index.to_bytes()
+            assert len(built.offset_index.to_bytes()) > 8  # several entries at 64 bytes apart
+            assert Path(timeindex).read_bytes() == built.time_index.to_bytes()
+            assert end == int(scan_entries(whole).last_offset[-1]) + 1
+            assert {Path(p).parent for p in (log, index, timeindex)} == {attempts}
+
+
+def test_a_cleaned_segment_that_does_not_read_back_is_refused(tmp_path: Path) -> None:
+    """finish_task checks what a rewrite task wrote before the swap may take it: a damaged
+    byte is a typed error naming the file, the byte position and the base offset."""
+    log_dir = tmp_path / "logs"
+    build_partition(log_dir, [[rec(i, b"k%d" % i, b"v%d" % i) for i in range(j, j + 4)]
+                              for j in (0, 4)] + [[]])
+    (plan,) = plans_of(log_dir)
+    ((g, _, gid, _),) = group_items([plan])
+    attempts = tmp_path / "attempts"
+    attempts.mkdir()
+    piece = attempts / "piece.log"
+    data = bytearray(rewrite_group(g, np.arange(0, 8, dtype=np.int64)).log)
+    data[-1] ^= 0xFF  # the last batch's last byte: its CRC fails
+    piece.write_bytes(bytes(data))
+    last = int(scan_entries(bytes(data)).position[-1])
+    with pytest.raises(CorruptRecordError, match=f"byte position {last}") as err:
+        finish_task(str(attempts), (gid, [str(piece)], g.base_offset, 4096))
+    assert str(piece) in str(err.value) and "base offset 0" in str(err.value)

@@ -11,6 +11,7 @@ import pytest
 from kafkalog_spark import verify
 from kafkalog_spark.codec.files import checkpoints as C
 from kafkalog_spark.compaction.compact import compact
+from kafkalog_spark.errors import KafkaLogError
 from kafkalog_spark.codec.files import naming as N
 from kafkalog_spark.storage.atomic import write_checkpoint_file
 from kafkalog_spark.log.staging import STAGING_INFIX
@@ -202,3 +203,57 @@ def test_many_key_tasks_and_buckets_give_the_same_bytes(spark, tmp_path, monkeyp
     assert shuffle.bucket_count(shuffle.most_rows(60, 10 << 20), 2) > 4
     same_files(log_dir, other, ["a-0", "b-3"])
     assert rows(other) == rows(log_dir) and leftovers(other) == []
+
+
+def test_damage_found_while_planning_is_a_typed_error_and_nothing_changes(spark, tmp_path):
+    """The Spark engine plans in tasks: a damaged batch its planning reads is the typed error
+    the local engine raises (file and byte position), and no byte of the log dir changes."""
+    segs = [[rec(i, b"k%d" % (i % 3), b"v%d" % i) for i in range(j, j + 5)] for j in (0, 5, 10)]
+    build_partition(tmp_path / "logs", segs + [[]], topic="t")
+    seg = tmp_path / "logs" / "t-0" / N.segment_file_name(5, N.LOG)
+    data = bytearray(seg.read_bytes())
+    second = 12 + int.from_bytes(data[8:12], "big")  # where the segment's second batch starts
+    data[second + 8:second + 12] = (10**6).to_bytes(4, "big")  # its length runs past the end
+    seg.write_bytes(bytes(data))
+    def files():  # (the log dir's .lock, which hold_lock leaves as a broker does, aside)
+        return {p: p.read_bytes() for p in (tmp_path / "logs").rglob("*")
+                if p.is_file() and p.name != ".lock"}
+
+    before = files()
+    opts = {"cleanup.policy": "compact"}
+    errors = []
+    for engine in ("local", "spark"):
+        with pytest.raises(KafkaLogError) as err:
+            compact(tmp_path / "logs", now_ms=T, execute=True, force=True, options=opts,
+                    engine=engine, spark=spark)
+        errors.append((type(err.value), str(err.value)))
+        assert files() == before
+        assert leftovers(tmp_path / "logs") == []
+    assert errors[0] == errors[1]
+    assert str(seg) in errors[1][1] and f"byte position {second}" in errors[1][1], errors[1][1]
+
+
+def test_the_driver_reads_no_segment_to_plan(spark, tmp_path, monkeypatch):
+    """The partitions' planning (every segment's batch headers: producer state, transaction
+    facts) runs in Spark tasks, not on the driver: with the driver's planning disabled, the
+    Spark engine's compaction still gives the local engine's result."""
+    import kafkalog_spark.compaction.plan as plan
+
+    segs = [[rec(i, b"k%d" % (i % 4), b"v%d" % i) for i in range(j, j + 6)] for j in (0, 6, 12)]
+    for name in ("local", "spark"):
+        for p in (0, 1):
+            build_partition(tmp_path / name, segs + [[]], topic="t", partition=p)
+    opts = {"cleanup.policy": "compact"}
+    compact(tmp_path / "local", now_ms=T, execute=True, force=True, options=opts)
+
+    def refuse(*a, **k):
+        raise AssertionError("the driver replayed a partition's producers")
+
+    monkeypatch.setattr(plan, "replay_producers", refuse)
+    dist = compact(tmp_path / "spark", now_ms=T, execute=True, force=True, options=opts,
+                   engine="spark", spark=spark)
+    assert dist.metrics["partitions_cleaned"] == 2
+    assert rows(tmp_path / "spark") == rows(tmp_path / "local")
+    same_files(tmp_path / "local", tmp_path / "spark", ["t-0", "t-1"])
+    with pytest.raises(AssertionError, match="replayed"):  # the local engine plans here
+        compact(tmp_path / "spark", now_ms=T, execute=True, force=True, options=opts)

@@ -23,10 +23,10 @@ from .rewrite import GroupOutput, rewrite_group
 # --- cleaned segment files ---------------------------------------------------------------------
 
 
-def cleaned_path(pdir: str | os.PathLike[str], base_offset: int) -> Path:
-    """Where a group's cleaned segment is written: ``<base>.log.cleaned`` in the partition dir,
-    the name step 1 of the swap uses."""
-    return Path(pdir) / f"{N.segment_file_name(base_offset, N.LOG)}.{N.CLEANED}"
+def cleaned_path(pdir: str | os.PathLike[str], base_offset: int, kind: str = N.LOG) -> Path:
+    """Where a group's cleaned segment (or with ``kind`` its index of that kind) is written:
+    ``<base>.log.cleaned`` in the partition dir, the name step 1 of the swap uses."""
+    return Path(pdir) / f"{N.segment_file_name(base_offset, kind)}.{N.CLEANED}"
 
 
 def write_cleaned(task: GroupTask, retained: np.ndarray | KeyMap, pdir: str | os.PathLike[str], *,

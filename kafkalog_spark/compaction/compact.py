@@ -26,11 +26,13 @@ is refused before anything is planned.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -55,6 +57,8 @@ from .rewrite import GroupOutput, key_rows, map_keys, retained_offsets_local
 from .txn_index import txn_indexes
 
 Step = Callable[[str], None]
+# runs a partition planner (partition dir, topic config) -> CleaningPlan | Skipped over a list
+PlanAll = Callable[[Callable[..., Any], list[tuple[Any, Any]]], list[Any]]
 ENGINES = ("local", "spark")
 SWAP_THREADS = 8  # the Spark engine's partitions swapped at once (their fsyncs overlap)
 TIERED_WHY = ("compact would rewrite local segments whose byte copies the remote tier may hold "
@@ -92,22 +96,38 @@ class CompactionResult:
 def plan_log_dir(log_dir, *, now_ms: int, options: Mapping[str, Any] | None,
                  config_file: str | os.PathLike[str] | None, topics: Sequence[str] | None,
                  force: bool, skipped: list[Skipped],
-                 high_watermark: str = "checkpoint") -> list[CleaningPlan]:
-    """Cleaning plans of the compacted partitions of one discovered log dir."""
-    cleaner = read_offsets(log_dir.path, N.CLEANER_OFFSET_CHECKPOINT)
-    log_start = read_offsets(log_dir.path, N.LOG_START_OFFSET_CHECKPOINT)
-    replication = read_offsets(log_dir.path, N.REPLICATION_OFFSET_CHECKPOINT)
+                 high_watermark: str = "checkpoint",
+                 plan_all: PlanAll | None = None) -> list[CleaningPlan]:
+    """Cleaning plans of the compacted partitions of one discovered log dir. ``plan_all`` runs
+    the partitions' planning (it reads every segment's batch headers) elsewhere — the Spark
+    engine's tasks (:func:`.spark_job.plan_spark`); default: here, one after the other."""
+    plan = functools.partial(
+        _plan_one, log_dir=log_dir.path, now_ms=now_ms, force=force,
+        high_watermark=high_watermark,
+        cleaner=read_offsets(log_dir.path, N.CLEANER_OFFSET_CHECKPOINT),
+        log_start=read_offsets(log_dir.path, N.LOG_START_OFFSET_CHECKPOINT),
+        replication=read_offsets(log_dir.path, N.REPLICATION_OFFSET_CHECKPOINT))
+    todo = [(part, config) for part, config in configured_partitions(
+        log_dir, options=options, config_file=config_file, topics=topics) if config.compact]
     plans = []
-    for part, config in configured_partitions(log_dir, options=options, config_file=config_file,
-                                              topics=topics):
-        if not config.compact:
-            continue
-        state = partition_state(part, log_dir.path, log_start=log_start, replication=replication,
-                                high_watermark=high_watermark)
-        plan = plan_partition(state, config, cleaner_checkpoint=cleaner.get(state.tp),
-                              now_ms=now_ms, force=force)
-        (skipped if isinstance(plan, Skipped) else plans).append(plan)
+    for found in (plan_all or _plan_here)(plan, todo):
+        (skipped if isinstance(found, Skipped) else plans).append(found)
     return plans
+
+
+def _plan_here(plan: Callable[..., Any], todo: list[tuple[Any, Any]]) -> list[Any]:
+    return [plan(part, config) for part, config in todo]
+
+
+def _plan_one(part, config, *, log_dir: Path, now_ms: int, force: bool, high_watermark: str,
+              cleaner: Mapping[tuple[str, int], int], log_start: Mapping[tuple[str, int], int],
+              replication: Mapping[tuple[str, int], int]) -> CleaningPlan | Skipped:
+    """One partition's plan (or why it is skipped); the log dir's checkpoints read once, by the
+    caller."""
+    state = partition_state(part, log_dir, log_start=log_start, replication=replication,
+                            high_watermark=high_watermark)
+    return plan_partition(state, config, cleaner_checkpoint=cleaner.get(state.tp),
+                          now_ms=now_ms, force=force)
 
 
 @contextlib.contextmanager
@@ -180,7 +200,8 @@ def swap_in(plan: CleaningPlan, outputs: Sequence[GroupOutput], *, step: Step | 
     indexes = txn_indexes(plan.facts.aborts_indexed if plan.facts is not None else (),
                           [o.base_offset for o in outputs], after[0] if after else 2**63)
     new = [NewSegment(o.base_offset, o.log, txnindex=t, mtime=o.mtime,
-                      log_written=o.path is not None,
+                      log_written=o.path is not None, indexes_written=o.end_offset is not None,
+                      end_offset=o.end_offset,
                       index_interval_bytes=plan.config.index_interval_bytes)
            for o, t in zip(outputs, indexes)]
     replace_segments(plan.state.path, new, old, step=step)
@@ -303,17 +324,21 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             for part in log_dir.partitions:
                 complete_interrupted_swaps(part.path)
             fresh = discover(log_dir.path).log_dirs[0]
-            plans = plan_log_dir(fresh, **kw)
             checkpoint = CleanerCheckpoint(log_dir.path)
             if engine == "spark":
-                from .spark_job import rewrite_spark
+                from .spark_job import plan_spark, rewrite_spark
 
+                if spark is None:
+                    from ..spark import session
+
+                    spark = session()
+                plans = plan_log_dir(fresh, **kw, plan_all=plan_spark(spark))
                 with rewrite_spark(plans, result.stats, spark=spark,
                                    exact_keys=exact_keys) as outputs:
                     swap_all(plans, outputs, checkpoint, step)
                 result.plans += plans
             else:  # one partition at a time: memory holds one partition's key map
-                for plan in plans:
+                for plan in plan_log_dir(fresh, **kw):
                     result.plans += clean_partition_local(
                         plan, result.stats, now_ms=now_ms, high_watermark=high_watermark,
                         checkpoint=checkpoint, exact_keys=exact_keys,

@@ -54,13 +54,16 @@ _KEYS = DecodeOptions(columns=("key", "offset", "batchLastOffset"))  # values ar
 class GroupOutput:
     """The cleaned segment of one group, and counters. ``path`` names the file that already
     holds ``log`` when a task wrote it in place (``<base>.log.cleaned`` in the partition dir:
-    the swap then renames it instead of writing the bytes again)."""
+    the swap then renames it instead of writing the bytes again); ``end_offset`` set: its
+    ``.index`` and ``.timeindex`` are staged beside it too (a Spark task built them), the
+    offset after its last batch is ``end_offset``, and ``log`` is left empty (not read)."""
 
     base_offset: int
     log: bytes | bytearray | memoryview
     mtime: float
     stats: dict[str, int] = field(default_factory=dict)
     path: str | None = None
+    end_offset: int | None = None
 
 
 WINDOW_BYTES = 16 << 20  # batch bytes decoded at once: memory does not grow with segment size

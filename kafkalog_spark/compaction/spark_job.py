@@ -1,8 +1,8 @@
 """Compaction as a Spark job (log-management layer): the key map as a shuffle of key digests,
 the surviving offsets shuffled to the rewrite tasks, each writing one cleaned piece once.
 
-One Spark job of three stages (Python RDD tasks; Spark's shuffles move whole Arrow tables and
-offset arrays, so the JVM does no work per record):
+A Spark job of three stages, then one of one (Python RDD tasks; Spark's shuffles move whole
+Arrow tables and offset arrays, so the JVM does no work per record):
 
     keys      map tasks over chunks of consecutive segments (about :data:`KEY_CHUNK_BYTES`):
               decode the keyed records, digest the keys (128-bit MurmurHash3 in the numba
@@ -18,16 +18,20 @@ offset arrays, so the JVM does no work per record):
               :data:`CHUNK_BYTES`, so one big group still keeps every core busy): takes its
               piece's offsets from the shuffle, streams its segments' cleaned batches into a
               file of its own attempt in the staging folder (rewrite.py, the same code as the
-              local path) and fsyncs it; a group of several pieces is then joined into one
-              file by one more task (storage ``concat``), in order
+              local path) and fsyncs it
+    finish    one task per group (finish_task): its pieces joined into one file, in order
+              (storage ``concat``; a group of one piece keeps its file), and the segment's
+              ``.index`` and ``.timeindex`` built from it
 
-Task attempts never write into the log dir: a retried or speculative attempt (or one Spark
-lost track of) writes its own ``<gid>-<piece>-<attempt>.log`` (joined: ``<gid>-<attempt>.log``)
-in staging, so no attempt can truncate a
-file another one wrote. The driver renames the attempt Spark returned to
-``<partition dir>/<base>.log.cleaned`` (same file system: the staging folder is the log dir's
-sibling), maps each (for the scan, indexes and ``.txnindex``) and swaps each partition in
-Kafka's order (compact.swap_in), which renames that file instead of writing it again. A crash
+The driver plans too with tasks (plan_spark: every partition's plan reads its segments' batch
+headers). Task attempts never write into the log dir: a retried or speculative attempt (or one
+Spark lost track of) writes its own ``<gid>-<piece>-<attempt>.log`` (joined:
+``<gid>-<attempt>.log``, indexes ``<gid>-<attempt>.index``/``.timeindex``) in staging, so no
+attempt can truncate a file another one wrote. The driver renames the files of the attempt
+Spark returned to ``<partition dir>/<base>.log.cleaned`` (``.index.cleaned``,
+``.timeindex.cleaned``; same file system: the staging folder is the log dir's sibling) and
+swaps each partition in Kafka's order (compact.swap_in), which renames those files instead of
+writing them again; the driver reads no segment. A crash
 before the swap leaves ``.cleaned`` files that Kafka's log loading (and ``kafkalog recover`` /
 the next compaction) disposes of; an error before the swap removes them and the staging folder
 here — with every other attempt's output.
@@ -45,9 +49,12 @@ from typing import Any
 
 import numpy as np
 
+from ..codec.files import naming as N
+from ..codec.files.index_rebuild import build_indexes
 from ..datasource.executors import require_visible, task_errors
+from ..errors import CorruptRecordError, Location
 from ..log.staging import create_staging_dir, remove_staging_dir
-from ..storage import storage_for
+from ..storage import mapped_file, storage_for
 from ..storage.atomic import disk_errors
 from .cleaned import cleaned_path, cleaned_segments, write_cleaned
 from .key_shuffle import bucket_count, key_task, most_rows, retained_task
@@ -79,6 +86,29 @@ def chunk_tasks(items: Sequence[Any], n: int, size=lambda item: item) -> list[li
     return [c for c in chunks if c]
 
 
+def plan_spark(spark: Any) -> Callable[[Callable[..., Any], list[tuple[Any, Any]]], list[Any]]:
+    """The partitions' planning (compact.plan_log_dir's ``plan_all``) as Spark tasks: it reads
+    every segment's batch headers (producer state, transaction facts), so on the driver it
+    took seconds per few GB. Partitions in at most ``defaultParallelism`` tasks of about equal
+    bytes; the plans come back in order."""
+    def plan_all(plan: Callable[..., Any], todo: list[tuple[Any, Any]]) -> list[Any]:
+        if not todo:
+            return []
+        sc = spark.sparkContext
+        chunks = chunk_tasks(todo, sc.defaultParallelism, size=lambda item: item[0].size)
+        with task_errors():  # a damaged segment's typed error, as the local planning raises it
+            done = (sc.parallelize(chunks, len(chunks))
+                    .map(lambda chunk: [_plan_task(plan, part, config) for part, config in chunk])
+                    .collect())
+        return [found for chunk in done for found in chunk]
+    return plan_all
+
+
+def _plan_task(plan: Callable[..., Any], part: Any, config: Any) -> Any:
+    require_visible(part.path, "partition dir")
+    return plan(part, config)
+
+
 def rewrite_task(item: tuple[GroupTask, int, int, str],
                  shuffled: Iterable[tuple[int, np.ndarray]], out_dir: str
                  ) -> tuple[int, int, str, str, float]:
@@ -98,15 +128,34 @@ def rewrite_task(item: tuple[GroupTask, int, int, str],
     return gid, piece, str(out.path), json.dumps(out.stats), started
 
 
-def concat_task(out_dir: str, item: tuple[int, list[str]]) -> tuple[int, str]:
-    """Join the pieces of group ``gid`` (in order) into this attempt's own file in
-    ``out_dir``; returns ``(gid, path)``."""
-    gid, pieces = item
+def finish_task(out_dir: str, item: tuple[int, list[str], int, int]
+                ) -> tuple[int, str, str, str, int]:
+    """Make group ``gid``'s cleaned segment whole in this attempt's own files in ``out_dir``:
+    its pieces joined in order (one piece: that file as it is), then its ``.index`` and
+    ``.timeindex`` built as the swap builds a cleaned segment's (recovery's rule, every CRC
+    checked: what a task wrote is never swapped in unread), so the driver only renames. The
+    item: ``(gid, pieces, base offset, the topic's index.interval.bytes)``. Returns ``(gid,
+    log, index, time index, the offset after the last batch)``."""
+    gid, pieces, base_offset, interval = item
     require_visible(out_dir, "staging folder next to the log dir")
-    path = Path(out_dir) / f"{gid}-{task_attempt()}.log"
-    with disk_errors("joining the pieces of a cleaned segment", path):
-        storage_for(path).concat(pieces, path)
-    return gid, str(path)
+    stem = Path(out_dir) / f"{gid}-{task_attempt()}"
+    log = pieces[0]
+    fs = storage_for(log)
+    if len(pieces) > 1:
+        log = f"{stem}.log"
+        with disk_errors("joining the pieces of a cleaned segment", log):
+            fs.concat(pieces, log)
+    with mapped_file(log) as buf:
+        built = build_indexes(buf, base_offset, index_interval_bytes=interval, file=log)
+    if built.stop_reason is not None:
+        raise CorruptRecordError(f"a cleaned segment a task wrote does not read back "
+                                 f"({built.stop_reason})",
+                                 Location(log, built.valid_bytes, base_offset))
+    paths = f"{stem}.{N.INDEX}", f"{stem}.{N.TIME_INDEX}"
+    for path, index in zip(paths, (built.offset_index, built.time_index)):
+        with disk_errors("writing a cleaned segment's index", path):
+            fs.write_whole(path, index.to_bytes())
+    return gid, log, *paths, built.next_offset
 
 
 def task_attempt() -> int:
@@ -163,29 +212,28 @@ def group_items(plans: Sequence[CleaningPlan]) -> list[tuple[GroupTask, int, int
     return items
 
 
-def _join_pieces(sc: Any, done: list[tuple[int, int, str, str]], out_dir: str
-                 ) -> dict[int, tuple[str, dict[str, int]]]:
-    """Per gid: the file holding the group's cleaned segment (its one piece, or the pieces
-    joined by :func:`concat_task` tasks) and the pieces' summed stats."""
+def _finish_groups(sc: Any, done: list[tuple[int, int, str, str]],
+                   items: Sequence[tuple[GroupTask, int, int, str]],
+                   plans: Sequence[CleaningPlan], out_dir: str
+                   ) -> dict[int, tuple[tuple[str, str, str], int, dict[str, int]]]:
+    """Per gid: the files of the group's cleaned segment (``.log``, ``.index``, ``.timeindex``:
+    :func:`finish_task`), the offset after its last batch and its pieces' summed stats."""
     by_gid: dict[int, list[tuple[int, str, dict[str, int]]]] = {}
     for gid, piece, path, counts in done:
         by_gid.setdefault(gid, []).append((piece, path, json.loads(counts)))
-    out = {}
-    several = []
-    for gid, parts in by_gid.items():
-        parts.sort()
-        stats: dict[str, int] = {}
+    stats: dict[int, dict[str, int]] = {}
+    todo = []
+    for g, tp, gid, _ in items:
+        parts = sorted(by_gid[gid])
+        stats[gid] = {}
         for _, _, counts in parts:
             for k, v in counts.items():
-                stats[k] = stats.get(k, 0) + v
-        out[gid] = (parts[0][1], stats)
-        if len(parts) > 1:
-            several.append((gid, [p for _, p, _ in parts]))
-    if several:
-        for gid, path in (sc.parallelize(several, len(several))
-                          .map(lambda item: concat_task(out_dir, item)).collect()):
-            out[gid] = (path, out[gid][1])
-    return out
+                stats[gid][k] = stats[gid].get(k, 0) + v
+        todo.append((gid, [p for _, p, _ in parts], g.base_offset,
+                     plans[tp].config.index_interval_bytes))
+    finished = (sc.parallelize(todo, len(todo))
+                .map(lambda item: finish_task(out_dir, item)).collect())
+    return {gid: (files, end, stats[gid]) for gid, *files, end in finished}
 
 
 @contextlib.contextmanager
@@ -257,7 +305,7 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
                         .collect())
                 items_of.destroy()
                 t1 = min(started for *_, started in done)
-                joined = _join_pieces(sc, [d[:4] for d in done], attempts_dir)
+                finished = _finish_groups(sc, [d[:4] for d in done], items, plans, attempts_dir)
             t2 = time.time()
             # the key pass ends where the first rewrite task started (an executor's clock)
             t1 = min(max(t0, t1), t2)
@@ -265,15 +313,17 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
             stats["rewrite_seconds"] = stats.get("rewrite_seconds", 0.0) + t2 - t1
             outputs: dict[tuple[str, int], list[GroupOutput]] = {}
             for g, tp, gid, pdir in items:
-                attempt, counts = joined[gid]
-                path = cleaned_path(pdir, g.base_offset)
-                files.track(path)  # before the rename: an error from here on removes it
-                with disk_errors("moving a cleaned segment into its partition dir", path):
-                    storage_for(path).rename(attempt, path)
+                attempts, end, counts = finished[gid]
+                for attempt, kind in zip(attempts, (N.LOG, N.INDEX, N.TIME_INDEX)):
+                    path = cleaned_path(pdir, g.base_offset, kind)
+                    files.track(path)  # before the rename: an error from here on removes it
+                    with disk_errors("moving a cleaned segment into its partition dir", path):
+                        storage_for(path).rename(attempt, path)
                 for k, v in counts.items():
                     stats[k] = stats.get(k, 0) + v
-                out = GroupOutput(g.base_offset, b"", g.sources[-1].mtime, counts, path=str(path))
-                outputs.setdefault(plans[tp].state.tp, []).append(files.adopt(out))
+                outputs.setdefault(plans[tp].state.tp, []).append(GroupOutput(
+                    g.base_offset, b"", g.sources[-1].mtime, counts,
+                    path=str(cleaned_path(pdir, g.base_offset)), end_offset=end))
             files.swapping = True
             yield outputs
     finally:

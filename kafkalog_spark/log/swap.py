@@ -204,7 +204,10 @@ class NewSegment:
     recovery's rule; ``txnindex`` is written only when given (Kafka creates it lazily).
     ``log_written``: ``<base>.log.cleaned`` in the partition dir already holds ``log`` (written
     and fsynced by whoever produced it, e.g. a Spark task; ``log`` is then a map of that file),
-    so step 1 only sets its mtime."""
+    so step 1 only sets its mtime. ``indexes_written``: likewise ``<base>.index.cleaned`` and
+    ``<base>.timeindex.cleaned`` (built by whoever wrote the ``.log``); with both and
+    ``end_offset`` (the offset after the segment's last batch) ``log`` is not read at all and
+    may be empty."""
 
     base_offset: int
     log: bytes | bytearray | memoryview
@@ -214,16 +217,27 @@ class NewSegment:
     mtime: float | None = None  # Kafka gives cleaned segments the newest old segment's mtime
     log_written: bool = False
     index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES  # the topic's index.interval.bytes
+    indexes_written: bool = False
+    end_offset: int | None = None  # the offset after the last batch (default: read from log)
+
+    def next_offset(self) -> int:
+        """The offset after the segment's last batch (its base offset when it has none)."""
+        if self.end_offset is not None:
+            return self.end_offset
+        table = scan_entries(self.log)
+        return int(table.last_offset[-1]) + 1 if len(table) else self.base_offset
 
 
-def _segment_files(seg: NewSegment) -> list[tuple[str, bytes | bytearray | memoryview]]:
+def _segment_files(seg: NewSegment) -> list[tuple[str, bytes | bytearray | memoryview | None]]:
+    """``(kind, content)`` of each file of ``seg``; ``None``: already staged as ``.cleaned``."""
     index, timeindex = seg.index, seg.timeindex
-    if index is None or timeindex is None:
+    if not seg.indexes_written and (index is None or timeindex is None):
         built = build_indexes(seg.log, seg.base_offset,
                               index_interval_bytes=seg.index_interval_bytes)
         index = built.offset_index.to_bytes() if index is None else index
         timeindex = built.time_index.to_bytes() if timeindex is None else timeindex
-    files = [(N.LOG, seg.log), (N.INDEX, index), (N.TIME_INDEX, timeindex)]
+    files = [(N.LOG, None if seg.log_written else seg.log), (N.INDEX, index),
+             (N.TIME_INDEX, timeindex)]
     if seg.txnindex is not None:
         files.append((N.TXN_INDEX, seg.txnindex))
     return files  # the .log first in every rename sequence (see pass 3)
@@ -259,10 +273,7 @@ def replace_segments(pdir: str | os.PathLike[str], new: Sequence[NewSegment],
     news = sorted(new, key=lambda s: s.base_offset)
     if not news:
         raise InvalidOptionError("replace_segments needs at least one new segment")
-    ends = []
-    for seg in news:
-        table = scan_entries(seg.log)
-        ends.append(int(table.last_offset[-1]) + 1 if len(table) else seg.base_offset)
+    ends = [seg.next_offset() for seg in news]
     for a, b, end in zip(news, news[1:], ends):
         if b.base_offset < end:
             raise InvalidOptionError(f"new segments overlap: {a.base_offset} runs to {end}, the "
@@ -291,7 +302,7 @@ def replace_segments(pdir: str | os.PathLike[str], new: Sequence[NewSegment],
             for kind, content in _segment_files(seg):
                 final = pdir / N.segment_file_name(seg.base_offset, kind)
                 cleaned = final.with_name(f"{final.name}.{N.CLEANED}")
-                if kind == N.LOG and seg.log_written:
+                if content is None:
                     if not fs.is_file(cleaned):
                         raise KafkaLogError("the cleaned segment a task wrote is missing",
                                             Location(str(cleaned), None, seg.base_offset))

@@ -75,6 +75,7 @@ class RecoveredIndexes:
     """What ``LogSegment.recover`` leaves behind for the offset and time indexes.
 
     ``valid_bytes`` is where recovery truncates the ``.log`` (the end of the last valid entry);
+    ``next_offset`` the offset after its last valid entry (the base offset when none is);
     ``stop_reason`` says why the walk ended early, ``None`` when every byte was valid.
     """
 
@@ -83,6 +84,7 @@ class RecoveredIndexes:
     valid_bytes: int
     entries: int
     stop_reason: str | None
+    next_offset: int
 
 
 def build_indexes(data, base_offset: int, *, index_interval_bytes: int = DEFAULT_INDEX_INTERVAL_BYTES,
@@ -136,7 +138,8 @@ def build_indexes(data, base_offset: int, *, index_interval_bytes: int = DEFAULT
     valid_bytes = int(table.position[n - 1] + table.entry_size[n - 1]) if n else 0
     oi = OffsetIndex(base_offset, idx_rel[:n_idx].copy(), idx_pos[:n_idx].copy(), n_idx * 8, n_idx)
     ti = TimeIndex(base_offset, ts_ts[:n_ts].copy(), ts_rel[:n_ts].copy(), n_ts * 12, n_ts)
-    return RecoveredIndexes(oi, ti, valid_bytes, n, stop_reason)
+    next_offset = int(last[n - 1]) + 1 if n else base_offset
+    return RecoveredIndexes(oi, ti, valid_bytes, n, stop_reason, next_offset)
 
 
 def build_txn_index(data, base_offset: int, *, ongoing_txns: dict[int, int] | None = None,
