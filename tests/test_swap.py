@@ -53,6 +53,27 @@ def test_replace_segments_merges(pdir: Path) -> None:
     assert kl.read_log(pdir.parent).to_pylist() == before
 
 
+def test_a_replacement_fsyncs_the_folder_per_step_not_per_file(pdir: Path, monkeypatch) -> None:
+    """Replacing many segments costs a fixed number of folder fsyncs (one per step of the
+    protocol), not one per replaced file: compacting a 4 GB log replaced 12,000 files and
+    spent 10 s in per-file fsyncs. A quarantine (``dispose``) keeps its own per-file moves."""
+    from kafkalog_spark.storage.local import LocalStorage
+
+    segs = logs(pdir)
+    assert len(segs) >= 4
+    merged = b"".join(p.read_bytes() for p in segs[:-1])
+    olds = [int(p.name[:20]) for p in segs[:-1]]
+    calls = []
+    real = LocalStorage.fsync_dir
+    monkeypatch.setattr(LocalStorage, "fsync_dir",
+                        lambda self, path: (calls.append(path), real(self, path)))
+    before = kl.read_log(pdir.parent).to_pylist()
+    replace_segments(pdir, [NewSegment(olds[0], merged)], olds)
+    assert 3 * len(olds) > 6 and len(calls) == 6, calls  # steps 1-6, each once
+    assert not [p for p in pdir.iterdir() if N.is_transient(p.name)]
+    assert kl.read_log(pdir.parent).to_pylist() == before
+
+
 def test_crash_at_every_step_is_rolled_back_or_completed(pdir: Path, tmp_path: Path) -> None:
     import shutil
 
