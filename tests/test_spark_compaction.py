@@ -238,11 +238,12 @@ def test_the_driver_reads_no_segment_to_plan(spark, tmp_path, monkeypatch):
     facts) runs in Spark tasks, not on the driver: with the driver's planning disabled, the
     Spark engine's compaction still gives the local engine's result."""
     import kafkalog_spark.compaction.plan as plan
+    import kafkalog_spark.compaction.spark_job as job
 
     segs = [[rec(i, b"k%d" % (i % 4), b"v%d" % i) for i in range(j, j + 6)] for j in (0, 6, 12)]
     for name in ("local", "spark"):
-        for p in (0, 1):
-            build_partition(tmp_path / name, segs + [[]], topic="t", partition=p)
+        for p in (0, 1, 2):
+            build_partition(tmp_path / name, segs[2 * p:] + [[]], topic="t", partition=p)
     opts = {"cleanup.policy": "compact"}
     compact(tmp_path / "local", now_ms=T, execute=True, force=True, options=opts)
 
@@ -250,10 +251,13 @@ def test_the_driver_reads_no_segment_to_plan(spark, tmp_path, monkeypatch):
         raise AssertionError("the driver replayed a partition's producers")
 
     monkeypatch.setattr(plan, "replay_producers", refuse)
+    monkeypatch.setattr(job, "PLAN_CHUNK_BYTES", 1)  # a task per partition: plans kept in order
     dist = compact(tmp_path / "spark", now_ms=T, execute=True, force=True, options=opts,
                    engine="spark", spark=spark)
-    assert dist.metrics["partitions_cleaned"] == 2
+    assert dist.metrics["partitions_cleaned"] == 2  # t-2: the active segment alone
+    assert [p.state.partition for p in dist.plans] == [0, 1]
+    assert [s.partition for s in dist.skipped] == [2]
     assert rows(tmp_path / "spark") == rows(tmp_path / "local")
-    same_files(tmp_path / "local", tmp_path / "spark", ["t-0", "t-1"])
+    same_files(tmp_path / "local", tmp_path / "spark", ["t-0", "t-1", "t-2"])
     with pytest.raises(AssertionError, match="replayed"):  # the local engine plans here
         compact(tmp_path / "spark", now_ms=T, execute=True, force=True, options=opts)

@@ -64,6 +64,7 @@ from .rewrite import GroupOutput
 KEY_CHUNK_BYTES = 512 << 20  # most segment bytes per key-pass map task, roughly
 KEY_CHUNK_ROWS = 8 << 20  # most key rows per map task (about 400 MB while it combines them)
 CHUNK_BYTES = 256 << 20  # most segment bytes per rewrite piece, roughly
+PLAN_CHUNK_BYTES = 256 << 20  # segment bytes whose partitions one planning task plans, roughly
 
 
 def segment_tasks(task: GroupTask) -> list[GroupTask]:
@@ -88,14 +89,16 @@ def chunk_tasks(items: Sequence[Any], n: int, size=lambda item: item) -> list[li
 
 def plan_spark(spark: Any) -> Callable[[Callable[..., Any], list[tuple[Any, Any]]], list[Any]]:
     """The partitions' planning (compact.plan_log_dir's ``plan_all``) as Spark tasks: it reads
-    every segment's batch headers (producer state, transaction facts), so on the driver it
-    took seconds per few GB. Partitions in at most ``defaultParallelism`` tasks of about equal
-    bytes; the plans come back in order."""
+    every segment's batch headers (producer state, transaction facts): 0.6 s per GB here, hours
+    for a broker's 10 TB on the driver. Whole partitions in tasks of about
+    :data:`PLAN_CHUNK_BYTES` (a Python task costs about 0.07 s in itself, so not one per small
+    partition); the plans come back in order."""
     def plan_all(plan: Callable[..., Any], todo: list[tuple[Any, Any]]) -> list[Any]:
         if not todo:
             return []
         sc = spark.sparkContext
-        chunks = chunk_tasks(todo, sc.defaultParallelism, size=lambda item: item[0].size)
+        total = sum(part.size for part, _ in todo)
+        chunks = chunk_tasks(todo, -(-total // PLAN_CHUNK_BYTES), size=lambda item: item[0].size)
         with task_errors():  # a damaged segment's typed error, as the local planning raises it
             done = (sc.parallelize(chunks, len(chunks))
                     .map(lambda chunk: [_plan_task(plan, part, config) for part, config in chunk])
