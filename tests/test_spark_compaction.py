@@ -245,6 +245,7 @@ def test_the_driver_reads_no_segment_to_plan(spark, tmp_path, monkeypatch):
         for p in (0, 1, 2):
             build_partition(tmp_path / name, segs[2 * p:] + [[]], topic="t", partition=p)
     opts = {"cleanup.policy": "compact"}
+    planned = compact(tmp_path / "local", now_ms=T, force=True, options=opts).to_dict()
     compact(tmp_path / "local", now_ms=T, execute=True, force=True, options=opts)
 
     def refuse(*a, **k):
@@ -252,6 +253,10 @@ def test_the_driver_reads_no_segment_to_plan(spark, tmp_path, monkeypatch):
 
     monkeypatch.setattr(plan, "replay_producers", refuse)
     monkeypatch.setattr(job, "PLAN_CHUNK_BYTES", 1)  # a task per partition: plans kept in order
+    dry = compact(tmp_path / "spark", now_ms=T, force=True, options=opts, engine="spark",
+                  spark=spark)
+    assert dry.to_dict()["partitions"] == planned["partitions"] and not dry.executed
+    assert dry.to_dict()["skipped"] == planned["skipped"]
     dist = compact(tmp_path / "spark", now_ms=T, execute=True, force=True, options=opts,
                    engine="spark", spark=spark)
     assert dist.metrics["partitions_cleaned"] == 2  # t-2: the active segment alone

@@ -315,9 +315,18 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     kw = dict(now_ms=now_ms, options=options, config_file=config_file, topics=topics,
               force=force, skipped=result.skipped,
               high_watermark=check_high_watermark_source(high_watermark))
+    plan_all = None  # plan here; the Spark engine plans in tasks (on a cluster: executors)
+    if engine == "spark":
+        from .spark_job import plan_spark
+
+        if spark is None:
+            from ..spark import session
+
+            spark = session()
+        plan_all = plan_spark(spark)
     if not execute:
         for log_dir in found.log_dirs:
-            result.plans += plan_log_dir(log_dir, **kw)
+            result.plans += plan_log_dir(log_dir, **kw, plan_all=plan_all)
         return result
     for log_dir in found.log_dirs:
         with hold_lock(log_dir.path):
@@ -326,13 +335,9 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             fresh = discover(log_dir.path).log_dirs[0]
             checkpoint = CleanerCheckpoint(log_dir.path)
             if engine == "spark":
-                from .spark_job import plan_spark, rewrite_spark
+                from .spark_job import rewrite_spark
 
-                if spark is None:
-                    from ..spark import session
-
-                    spark = session()
-                plans = plan_log_dir(fresh, **kw, plan_all=plan_spark(spark))
+                plans = plan_log_dir(fresh, **kw, plan_all=plan_all)
                 with rewrite_spark(plans, result.stats, spark=spark,
                                    exact_keys=exact_keys) as outputs:
                     swap_all(plans, outputs, checkpoint, step)

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -60,6 +60,9 @@ from .cleaned import cleaned_path, cleaned_segments, write_cleaned
 from .key_shuffle import bucket_count, key_task, most_rows, retained_task
 from .plan import CleaningPlan, GroupTask
 from .rewrite import GroupOutput
+
+if TYPE_CHECKING:
+    from .compact import PlanAll
 
 KEY_CHUNK_BYTES = 512 << 20  # most segment bytes per key-pass map task, roughly
 KEY_CHUNK_ROWS = 8 << 20  # most key rows per map task (about 400 MB while it combines them)
@@ -87,7 +90,7 @@ def chunk_tasks(items: Sequence[Any], n: int, size=lambda item: item) -> list[li
     return [c for c in chunks if c]
 
 
-def plan_spark(spark: Any) -> Callable[[Callable[..., Any], list[tuple[Any, Any]]], list[Any]]:
+def plan_spark(spark: Any) -> PlanAll:
     """The partitions' planning (compact.plan_log_dir's ``plan_all``) as Spark tasks: it reads
     every segment's batch headers (producer state, transaction facts): 0.6 s per GB here, hours
     for a broker's 10 TB on the driver. Whole partitions in tasks of about
@@ -244,10 +247,9 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
                   spark: Any = None, exact_keys: bool = False
                   ) -> Iterator[dict[tuple[str, int], list[GroupOutput]]]:
     """Key shuffle (by digest, or by key bytes with ``exact_keys``) and group rewrites with
-    Spark (module docstring). Yields the outputs per
-    partition, each a map of its task-written ``.cleaned`` file (valid inside the ``with``, for
-    the swaps); on leaving, removes the staging folder, and on an error the ``.cleaned`` files
-    that were not swapped in."""
+    Spark (module docstring). Yields the outputs per partition, each naming its task-written
+    ``.cleaned`` files (the ``.log`` and its two indexes, for the swaps); on leaving, removes
+    the staging folder, and on an error the ``.cleaned`` files that were not swapped in."""
     if not plans:
         yield {}
         return
