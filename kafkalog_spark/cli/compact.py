@@ -23,7 +23,8 @@ from .progress import Progress, progress_option, segment_files
 @maintenance_options("delete.retention.ms=0")
 @click.option("--force", is_flag=True, help="Ignore min.cleanable.dirty.ratio.")
 @click.option("--engine", type=click.Choice(ENGINES), default="local", show_default=True,
-              help="Rewrite in this process, or shuffle keys and rewrite with Spark.")
+              help="Plan and rewrite in this process, or plan, shuffle keys and rewrite with "
+                   "Spark.")
 @click.option("--exact-keys", is_flag=True,
               help="Compare full key bytes instead of 128-bit key digests (slower; for keys an "
                    "adversary may choose to collide).")

@@ -264,7 +264,8 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
     force : bool
         Clean every partition with a non-empty dirty range, whatever its dirty ratio.
     engine : {"local", "spark"}
-        Rewrite in this process, or shuffle keys and rewrite groups with Spark.
+        Plan and rewrite in this process, or plan (a dry run too), shuffle keys and rewrite
+        groups with Spark tasks.
     spark : SparkSession, optional
         For ``engine="spark"`` (default: :func:`kafkalog_spark.spark.session`).
     step : callable, optional
