@@ -52,13 +52,11 @@ from ..storage.atomic import read_checkpoint_file, write_checkpoint_file
 from ..storage.lock import ensure_not_locked, hold_lock
 from .cleaned import cleaned_path, cleaned_segments, write_cleaned
 from .key_map import DEFAULT_MEMORY, MIN_MEMORY, KeyMap
-from .plan import CleaningPlan, Skipped, limit_plan, plan_partition
+from .plan import CleaningPlan, PlanAll, Skipped, limit_plan, plan_partition
 from .rewrite import GroupOutput, key_rows, map_keys, retained_offsets_local
 from .txn_index import txn_indexes
 
 Step = Callable[[str], None]
-# runs a partition planner (partition dir, topic config) -> CleaningPlan | Skipped over a list
-PlanAll = Callable[[Callable[..., Any], list[tuple[Any, Any]]], list[Any]]
 ENGINES = ("local", "spark")
 SWAP_THREADS = 8  # the Spark engine's partitions swapped at once (their fsyncs overlap)
 TIERED_WHY = ("compact would rewrite local segments whose byte copies the remote tier may hold "

@@ -27,7 +27,9 @@ batch). A broker notices expiry at its next check (producer.id.expiration.check.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -40,6 +42,9 @@ from ..storage import mapped_file
 from .txn_index import IndexedAbort, indexed_aborts
 
 INT32_MAX = 2**31 - 1
+# runs a partition planner, (partition dir, topic config) -> CleaningPlan | Skipped, over a list
+# of those pairs, returning the results in order (here, or as Spark tasks: spark_job.plan_spark)
+PlanAll = Callable[[Callable[..., Any], list[tuple[Any, Any]]], list[Any]]
 CONTROL_ABORT, CONTROL_COMMIT = 0, 1
 
 

@@ -45,7 +45,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -58,11 +58,8 @@ from ..storage import mapped_file, storage_for
 from ..storage.atomic import disk_errors
 from .cleaned import cleaned_path, cleaned_segments, write_cleaned
 from .key_shuffle import bucket_count, key_task, most_rows, retained_task
-from .plan import CleaningPlan, GroupTask
+from .plan import CleaningPlan, GroupTask, PlanAll
 from .rewrite import GroupOutput
-
-if TYPE_CHECKING:
-    from .compact import PlanAll
 
 KEY_CHUNK_BYTES = 512 << 20  # most segment bytes per key-pass map task, roughly
 KEY_CHUNK_ROWS = 8 << 20  # most key rows per map task (about 400 MB while it combines them)
