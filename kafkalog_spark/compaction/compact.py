@@ -332,17 +332,17 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             for part in log_dir.partitions:
                 complete_interrupted_swaps(part.path)
             fresh = discover(log_dir.path).log_dirs[0]
+            plans = plan_log_dir(fresh, **kw, plan_all=plan_all)
             checkpoint = CleanerCheckpoint(log_dir.path)
             if engine == "spark":
                 from .spark_job import rewrite_spark
 
-                plans = plan_log_dir(fresh, **kw, plan_all=plan_all)
                 with rewrite_spark(plans, result.stats, spark=spark,
                                    exact_keys=exact_keys) as outputs:
                     swap_all(plans, outputs, checkpoint, step)
                 result.plans += plans
             else:  # one partition at a time: memory holds one partition's key map
-                for plan in plan_log_dir(fresh, **kw):
+                for plan in plans:
                     result.plans += clean_partition_local(
                         plan, result.stats, now_ms=now_ms, high_watermark=high_watermark,
                         checkpoint=checkpoint, exact_keys=exact_keys,

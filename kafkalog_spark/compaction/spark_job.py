@@ -241,7 +241,7 @@ def _finish_groups(sc: Any, done: list[tuple[int, int, str, str]],
 
 @contextlib.contextmanager
 def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
-                  spark: Any = None, exact_keys: bool = False
+                  spark: Any, exact_keys: bool = False
                   ) -> Iterator[dict[tuple[str, int], list[GroupOutput]]]:
     """Key shuffle (by digest, or by key bytes with ``exact_keys``) and group rewrites with
     Spark (module docstring). Yields the outputs per partition, each naming its task-written
@@ -250,10 +250,6 @@ def rewrite_spark(plans: Sequence[CleaningPlan], stats: dict[str, float], *,
     if not plans:
         yield {}
         return
-    if spark is None:
-        from ..spark import session
-
-        spark = session()
     items = group_items(plans)
     staging = create_staging_dir(plans[0].state.log_dir)
     attempts_dir = str(staging / "cleaned")  # every rewrite attempt's own output
