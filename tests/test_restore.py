@@ -252,6 +252,68 @@ def test_spark_tasks_derive_each_partitions_files_as_recover_does(spark, tmp_pat
     assert not real(tmp_path / "job").changed  # nothing left to derive
 
 
+@pytest.mark.spark
+def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_bytes(
+        spark, tmp_path, monkeypatch):
+    """A partition holding more than ``RANGE_BYTES`` of the table is restored by several range
+    tasks and one joining task: the segments (cut inside ranges and across them), indexes and
+    derived files are the library path's, no piece is left; an incremental run (continued
+    from the log end) splits again, and so does a table whose rows are not in file order."""
+    from deltalake import DeltaTable, write_deltalake
+
+    import kafkalog_spark.delta.restore_spark as R
+    from kafkalog_spark.delta.restore_read import survey
+    from kafkalog_spark.delta.restore_write import log_end
+
+    src, lake = tmp_path / "logs", tmp_path / "lake"
+    kl.write_log(records(2000), src, topic="t", max_batch_records=30, codec="lz4")
+    kl.write_log(records(300).append_column("partition", pa.array([1] * 300, pa.int32())),
+                 src, topic="t", max_batch_records=30)
+    migrate(src, lake)
+    found = survey(lake / "t", lambda tp: 0)
+    monkeypatch.setattr(R, "RANGE_BYTES", -(-found[("t", 0)].bytes // 5))
+    assert len(R.ranges(found[("t", 0)])) == 5 and len(R.ranges(found[("t", 1)])) == 1
+
+    def tasks_of(group: str) -> list[int]:  # tasks per Spark job of the group
+        tracker = spark.sparkContext.statusTracker()
+        return [sum(tracker.getStageInfo(s).numTasks for s in tracker.getJobInfo(j).stageIds)
+                for j in sorted(tracker.getJobIdsForGroup(group))]
+
+    def files(root: Path) -> dict[str, bytes]:  # partition.metadata: a random topic id each
+        return {str(f.relative_to(root)): f.read_bytes() for f in sorted(root.glob("*-*/*"))
+                if f.name != "partition.metadata"}
+
+    def ranges_of(dest: Path) -> int:
+        return len(R.ranges(survey(lake / "t", lambda tp: log_end(dest / f"t-{tp[1]}"))[
+            ("t", 0)]))
+
+    for run, dest, lib in [("first", "job", "lib"), ("incremental", "job", "lib"),
+                           ("any row order", "rev", "lib-rev")]:
+        if run == "incremental":
+            kl.write_log(records(900, 2000), src, topic="t", max_batch_records=30, codec="lz4")
+            migrate(src, lake)
+        if run == "any row order":
+            table = DeltaTable(str(lake / "t")).to_pyarrow_table()
+            write_deltalake(str(lake / "t"), table.take(pa.array(range(table.num_rows))[::-1]),
+                            mode="overwrite")
+            assert not survey(lake / "t", lambda tp: 0)[("t", 0)].ordered
+        restore(lake, tmp_path / lib, segment_bytes=5_000)
+        n = ranges_of(tmp_path / dest)
+        assert n >= 3, run
+        spark.sparkContext.setJobGroup(run, "restore in ranges")
+        restore(lake, tmp_path / dest, segment_bytes=5_000, spark=spark)
+        spark.sparkContext.setJobGroup("", "")
+        # partition 1 whole (nothing to add after the first run) + the ranges; a join
+        assert tasks_of(run)[-2:] == [1 + n, 1], run
+        made = files(tmp_path / dest)
+        assert made == files(tmp_path / lib), run
+        assert len([n for n in made if n.startswith("t-0/") and n.endswith(".log")]) > 5
+        assert not [n for n in made if n.endswith(".tmp")]
+        assert entries(tmp_path / dest) == entries(src), run
+        assert rows(tmp_path / dest) == rows(src)
+        assert kl.verify(tmp_path / dest).ok
+
+
 def test_carried_batches_and_tables_in_any_row_order(tmp_path, monkeypatch):
     """Scan batches and windows of ~50 rows over batches of 37 records and a compacted-like
     offset gap: every batch straddling a scan batch or window end is carried whole. A table
@@ -276,5 +338,13 @@ def test_carried_batches_and_tables_in_any_row_order(tmp_path, monkeypatch):
                     mode="overwrite")
     found = R.survey(tmp_path / "lake" / "t", lambda tp: 0)
     assert not found[("t", 0)].ordered and found[("t", 0)].rows == 1300
+    # offset ranges (a Spark restore's tasks) read window by window: the same whole batches,
+    # each in the range of its base offset, a batch straddling a range end carried past it
+    every = pa.concat_tables(R.windows(tmp_path / "lake" / "t", ("t", 0), found[("t", 0)]))
+    cuts = [None, 333, 700, 5100, None]
+    parts = [pa.concat_tables(R.windows(tmp_path / "lake" / "t", ("t", 0), found[("t", 0)],
+                                        lo, hi)) for lo, hi in zip(cuts, cuts[1:])]
+    assert pa.concat_tables(parts).equals(every)
+    assert [p["offset"][-1].as_py() for p in parts] == [332, 702, 5110, 5299]
     restore(tmp_path / "lake", tmp_path / "back2")
     assert entries(tmp_path / "back2") == entries(src)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..datasource.executors import planned_files, require_visible, task_errors
+from ..datasource.executors import planned_files, require_visible, task_attempt, task_errors
 from ..log.model import PartitionDir, Segment
 from ..log.staging import create_staging_dir, remove_staging_dir
 from ..storage import storage_for
@@ -27,7 +27,6 @@ from ..storage.atomic import disk_errors
 from .cleaned import cleaned_path
 from .erase_segment import PartitionErase, Step, erase_segment, rescan, swap_in
 from .erase_select import Matcher, Selection
-from .spark_job import task_attempt
 
 # (partition index, topic, partition, partition dir, segment, is the log's last segment,
 #  the folder for this segment's rewrite: None in a dry run)

@@ -51,7 +51,7 @@ import numpy as np
 
 from ..codec.files import naming as N
 from ..codec.files.index_rebuild import build_indexes
-from ..datasource.executors import require_visible, task_errors
+from ..datasource.executors import require_visible, task_attempt, task_errors
 from ..errors import CorruptRecordError, Location
 from ..log.staging import create_staging_dir, remove_staging_dir
 from ..storage import mapped_file, storage_for
@@ -159,13 +159,6 @@ def finish_task(out_dir: str, item: tuple[int, list[str], int, int]
         with disk_errors("writing a cleaned segment's index", path):
             fs.write_whole(path, index.to_bytes())
     return gid, log, *paths, built.next_offset
-
-
-def task_attempt() -> int:
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    return ctx.taskAttemptId() if ctx is not None else 0
 
 
 def _log_size(task: GroupTask) -> int:

@@ -29,6 +29,15 @@ def require_visible(path: str | os.PathLike[str], what: str) -> None:
                                  Location(str(path)))
 
 
+def task_attempt() -> int:
+    """The Spark task attempt running this code (0 outside Spark): names an attempt's own
+    output, which no other attempt of the task can truncate."""
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    return ctx.taskAttemptId() if ctx is not None else 0
+
+
 @contextmanager
 def planned_files(partition_dir: str | os.PathLike[str]) -> Iterator[None]:
     """In a task reading files the driver listed under ``partition_dir``: a file that cannot

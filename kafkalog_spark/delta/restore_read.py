@@ -14,6 +14,8 @@ carried batches and one window — not by the table's size or its files' row gro
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .commit import delta_table
 from .scan import SCAN_ROWS, table_schema
 from .scan import scan as scan_rows
 
@@ -46,7 +49,7 @@ class Survey:
     ordered: bool = True  # the file order gives its rows in offset order
     transactional: bool = False
     control: bool = False
-    _seen: int = -1  # highest offset seen (any start)
+    bytes: int = 0  # about the table bytes of those rows (at the table's bytes per row)
 
 
 def scan(table: Path, columns: Sequence[str], where: pc.Expression | None = None
@@ -83,21 +86,26 @@ def survey_tables(tables: Sequence[Path], start_of: Callable[[Tp], int], spark: 
 def survey(table: Path, start_of: Callable[[Tp], int]) -> dict[Tp, Survey]:
     """Every partition in the table, read from the small columns only (module docstring)."""
     found: dict[Tp, Survey] = {}
+    seen = 0
     for batch in scan(table, _SURVEY):
+        seen += batch.num_rows
         for tp, idx in groups(batch):
             s = found.get(tp)
             if s is None:
                 s = found[tp] = Survey(start_of(tp))
             off = batch.column("offset").take(idx).to_numpy(zero_copy_only=False)
-            s.ordered = s.ordered and off[0] > s._seen and bool(np.all(np.diff(off) > 0))
-            s._seen = max(s._seen, int(off.max()))
             s.transactional |= bool(pc.any(batch.column("isTransactional").take(idx)).as_py())
             s.control |= bool(pc.any(batch.column("isControl").take(idx)).as_py())
-            kept = off[off >= s.start]
+            kept = off[off >= s.start]  # only their order matters: restore reads no other
             if len(kept):
+                s.ordered = s.ordered and kept[0] > s.last and bool(np.all(np.diff(kept) > 0))
                 s.rows += len(kept)
                 s.first = int(kept.min()) if s.first < 0 else min(s.first, int(kept.min()))
                 s.last = max(s.last, int(kept.max()))
+    size = pc.sum(pa.table(delta_table(table).get_add_actions(flatten=True))["size_bytes"])
+    row_bytes = (size.as_py() or 0) / max(1, seen)
+    for s in found.values():
+        s.bytes = int(s.rows * row_bytes)
     return found
 
 
@@ -130,26 +138,58 @@ def split_last_batch(rows: pa.Table) -> tuple[pa.Table, pa.Table]:
     return rows.slice(0, cut), rows.slice(cut)
 
 
-def windows(table: Path, tp: Tp, found: Survey) -> Iterator[pa.Table]:
+def windows(table: Path, tp: Tp, found: Survey, lo: int | None = None, hi: int | None = None
+            ) -> Iterator[pa.Table]:
     """The partition's rows from ``found.start`` on, in offset order, whole batches per yield
     (a batch cut by the window end is carried into the next one), for any row order in the
-    table: windows of about :data:`WINDOW_ROWS` rows (from the partition's offset density)."""
+    table: windows of about :data:`WINDOW_ROWS` rows (from the partition's offset density).
+    ``lo``/``hi``: only the batches whose base offset is in ``[lo, hi)`` (:func:`base_range`)."""
     if not found.rows:
         return
     span = max(1, int(WINDOW_ROWS * (found.last - found.first + 1) / found.rows))
     carry = None
-    lo, hi = found.first, found.last
-    while lo <= hi:
-        w = select(table, tp, list(NEEDED), (pc.field("offset") >= lo)
-                   & (pc.field("offset") < lo + span)).sort_by("offset")
+    at, last = max(found.first, lo or found.first), found.last
+    while at <= last and (hi is None or at < hi or carry is not None):
+        cond = (pc.field("offset") >= at) & (pc.field("offset") < at + span)
+        bases = base_range(lo, hi)
+        w = select(table, tp, list(NEEDED), cond if bases is None else cond & bases
+                   ).sort_by("offset")
         if carry is not None:
             w = pa.concat_tables([carry, w.cast(carry.schema)])
-        lo += span
+        at += span
         carry = None
-        if w.num_rows and lo <= hi and w["batchLastOffset"][-1].as_py() >= lo:
+        if w.num_rows and at <= last and w["batchLastOffset"][-1].as_py() >= at:
             w, carry = split_last_batch(w)  # the last batch goes on: carry it
         if w.num_rows:
             yield w
+
+
+def base_range(lo: int | None, hi: int | None) -> pc.Expression | None:
+    """The condition keeping the rows of batches whose base offset is in ``[lo, hi)`` (None:
+    unbounded)."""
+    conds = ([pc.field("batchBaseOffset") >= lo] if lo is not None else []) + (
+        [pc.field("batchBaseOffset") < hi] if hi is not None else [])
+    return functools.reduce(operator.and_, conds) if conds else None
+
+
+def feed(table: Path, sinks: dict, found: Mapping[Tp, Survey], partition: int | None = None,
+                lo: int | None = None, hi: int | None = None) -> list:
+    """Feed each partition's rows of ``table`` to its sink: the partitions whose rows are in
+    file order in one pass over the table, the others window by window. ``partition``: the
+    sinks' partition number, pushed down; ``lo``/``hi``: only batches whose base offset is in
+    ``[lo, hi)``."""
+    ordered = {tp: found[tp].start for tp in sinks if found[tp].ordered}
+    where, bases = pc.field("partition") == partition if partition is not None else None, \
+        base_range(lo, hi)
+    if bases is not None:
+        where = bases if where is None else where & bases
+    for tp, rows in stream(table, ordered, where):
+        sinks[tp].take(rows)
+    for tp in sinks:
+        if not found[tp].ordered:
+            for rows in windows(table, tp, found[tp], lo, hi):
+                sinks[tp].take(rows)
+    return list(sinks.values())
 
 
 def select(table: Path, tp: Tp, columns: list[str], where: pc.Expression | None = None

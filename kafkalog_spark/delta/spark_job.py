@@ -34,7 +34,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from ..datasource.executors import require_visible, task_errors
+from ..datasource.executors import require_visible, task_attempt, task_errors
 from ..datasource.options import ReadOptions, parse_read_options
 from ..datasource.plan import pack_splits, plan_scan
 from ..datasource.reader import KafkaLogReader
@@ -182,10 +182,7 @@ def files_task(tables: list[TableWrite], partition_by: tuple[str, ...], run_id: 
     its attempt's own staging folder (in place on an object store); returns per file its
     table index, its path below the staging folder (``attempt-<id>/...``) and its ``add``
     action's description, read from the file's footer here rather than on the driver."""
-    from pyspark import TaskContext
-
-    ctx = TaskContext.get()
-    attempt = f"attempt-{ctx.taskAttemptId() if ctx is not None else 0}"
+    attempt = f"attempt-{task_attempt()}"
     out_rows: list[tuple[int, str, DataFile]] = []
     for i, items in groupby(task.items, key=lambda item: item[0]):
         table = tables[i]

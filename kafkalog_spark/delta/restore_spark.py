@@ -1,0 +1,135 @@
+"""Restore as Spark tasks (Delta layer): a partition per task, or a big partition in offset
+ranges — each range's batches into a piece file, one last task joining the pieces into the
+segments the library path writes — each partition then deriving its own files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+
+from ..codec.records.scan import scan_segment
+from ..datasource.executors import task_attempt
+from ..storage import storage_for
+from .restore_read import Survey, Tp, feed
+from .restore_write import (PIECE_SUFFIX, PartitionRestore, PieceWriter, SegmentWriter, Writer,
+                            open_partition, remove_unfinished, write_metadata)
+
+RANGE_BYTES = 64 << 20
+"""About the table bytes one Spark task of a restore reads: a partition holding more is
+restored in offset ranges (:func:`restore_spark`)."""
+
+
+def restore_spark(spark, found: Mapping[Path, Mapping[Tp, Survey]], dest: Path,
+                  segment_bytes: int, topic_ids: Mapping[str, str]
+                  ) -> list[tuple[PartitionRestore, tuple[int, int] | None]]:
+    """Restore as Spark tasks: a partition of up to about :data:`RANGE_BYTES` of the table is
+    one task; a bigger one is restored in offset ranges of about that size, each range task
+    encoding its batches into a piece file of its own attempt, then one task per partition
+    joins the pieces into segments (the rule the library path uses: the same bytes) and
+    derives the partition's files. With ``(restored, (first base, log end))``."""
+    whole, in_ranges, split = [], [], []
+    for table, parts in found.items():
+        for tp, survey in parts.items():
+            bounds = ranges(survey)
+            if len(bounds) == 1:
+                whole.append((table, tp, survey))
+                continue
+            open_partition(dest, tp)  # here, not in tasks: range tasks write there at once
+            split.append((tp, survey.start, len(bounds)))
+            in_ranges += [(table, tp, survey, lo, hi) for lo, hi in bounds]
+    sc = spark.sparkContext
+    work = [("whole", w) for w in whole] + [("range", r) for r in in_ranges]
+    task = partial(_restore_task, dest=dest, segment_bytes=segment_bytes, topic_ids=topic_ids)
+    done = sc.parallelize(work, len(work)).map(task).collect() if work else []
+    out = [d for kind, d in done if kind == "whole"]
+    pieces = iter([d for kind, d in done if kind == "range"])  # in ``in_ranges`` order
+    joins = [(tp, start, [next(pieces) for _ in range(n)]) for tp, start, n in split]
+    if joins:
+        join = partial(_join_task, dest=dest, segment_bytes=segment_bytes, topic_ids=topic_ids)
+        out += sc.parallelize(joins, len(joins)).map(join).collect()
+    return out
+
+
+def ranges(found: Survey) -> list[tuple[int | None, int | None]]:
+    """The ``batchBaseOffset`` ranges ``[lo, hi)`` (None: unbounded) a partition is restored
+    in: one, unless it holds more than :data:`RANGE_BYTES` of the table; then equal offset
+    spans from its first offset on."""
+    n = min(-(-found.bytes // RANGE_BYTES), found.last + 1 - found.first)
+    if n <= 1:
+        return [(None, None)]
+    span = -(-(found.last + 1 - found.first) // n)
+    cuts = [found.first + span * i for i in range(1, n)]
+    return list(zip([None, *cuts], [*cuts, None]))
+
+
+def _restore_task(work: tuple[str, tuple], *, dest: Path, segment_bytes: int,
+                  topic_ids: Mapping[str, str]) -> tuple[str, tuple]:
+    """One Spark task of :func:`restore_spark`: a whole partition, or an offset range of
+    one."""
+    kind, args = work
+    if kind == "whole":
+        return kind, _whole_partition(*args, dest=dest, segment_bytes=segment_bytes,
+                                      topic_ids=topic_ids)
+    return kind, _range_piece(*args, dest=dest)
+
+
+def _whole_partition(table: Path, tp: Tp, found: Survey, *, dest: Path, segment_bytes: int,
+                     topic_ids: Mapping[str, str]
+                     ) -> tuple[PartitionRestore, tuple[int, int] | None]:
+    """A partition restored in one task: its rows only (pushed down by partition), then its
+    derived files as ``recover`` would write them after the driver's checkpoints (the driver
+    does not read every restored segment again alone); with ``(first base, log end)``."""
+    sink = Writer.segments(dest, tp, segment_bytes, None)
+    feed(table, {tp: sink}, {tp: found}, tp[1])
+    return _derived(sink.close(topic_ids[tp[0]], None), sink.pdir)
+
+
+def _derived(done: PartitionRestore, pdir: Path
+             ) -> tuple[PartitionRestore, tuple[int, int] | None]:
+    from ..recovery.recover import recover_written_partition
+
+    return done, (recover_written_partition(pdir, done.end) if done.segments else None)
+
+
+def _range_piece(table: Path, tp: Tp, found: Survey, lo: int | None, hi: int | None, *,
+                 dest: Path) -> tuple[PartitionRestore, str]:
+    """The batches of ``tp`` whose base offset is in ``[lo, hi)``, encoded into a piece file
+    of this task attempt (another attempt of the range writes its own); with the piece's
+    path."""
+    pdir = dest / f"{tp[0]}-{tp[1]}"
+    piece = pdir / f"{lo or 0:020d}-{task_attempt()}{PIECE_SUFFIX}"
+    sink = Writer(pdir, tp, found.start, PieceWriter(piece))
+    feed(table, {tp: sink}, {tp: found}, tp[1], lo, hi)
+    sink.out.close()
+    return sink.result, str(piece)
+
+
+def _join_task(work: tuple[Tp, int, list[tuple[PartitionRestore, str]]], *, dest: Path,
+               segment_bytes: int, topic_ids: Mapping[str, str]
+               ) -> tuple[PartitionRestore, tuple[int, int] | None]:
+    """The last task of a partition restored in ranges: its pieces' batches, in offset order,
+    into segments as :class:`SegmentWriter` cuts them, the partition's pieces removed, then
+    the derived files; with ``(first base, log end)``."""
+    tp, start, pieces = work
+    pdir = dest / f"{tp[0]}-{tp[1]}"
+    fs = storage_for(pdir)
+    out = PartitionRestore(tp[0], tp[1], start, start)
+    segments = SegmentWriter(pdir, segment_bytes, None)
+    for part, piece in pieces:
+        out.records += part.records
+        out.batches += part.batches
+        out.bytes += part.bytes
+        out.end = max(out.end, part.end)
+        with fs.mapped(piece) as buf:
+            found = scan_segment(buf, piece)
+            last = found.last_offset
+            for i in range(len(found)):
+                at = int(found.position[i])
+                segments.add(int(found.offset[i]), int(last[i]),
+                             buf[at:at + int(found.entry_size[i])])
+    out.segments = segments.close()
+    remove_unfinished(pdir)  # these pieces, and those of failed attempts
+    write_metadata(pdir, topic_ids[tp[0]], None)
+    return _derived(out, pdir)
