@@ -314,6 +314,45 @@ def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_byte
         assert kl.verify(tmp_path / dest).ok
 
 
+@pytest.mark.parametrize("kernel_copy", [True, False], ids=["copy_file_range", "buffered"])
+def test_range_pieces_join_into_the_library_s_segments(tmp_path, monkeypatch, kernel_copy):
+    """The Spark restore's range and join tasks, called here: the pieces' batches copied into
+    segments cut where the library path cuts them (inside pieces and across them), by the
+    kernel or, where ``copy_file_range`` fails (another file system), through a buffer."""
+    import errno
+    import os
+
+    import kafkalog_spark.delta.restore_spark as R
+    from kafkalog_spark.delta.restore_read import survey
+
+    if not kernel_copy:
+        def refuse(*args):
+            raise OSError(errno.EXDEV, "cross-device")
+        monkeypatch.setattr(os, "copy_file_range", refuse)
+    src, lake = tmp_path / "logs", tmp_path / "lake"
+    kl.write_log(records(2000), src, topic="t", max_batch_records=30, codec="zstd")
+    migrate(src, lake)
+    restore(lake, tmp_path / "lib", segment_bytes=5_000)
+    found = survey(lake / "t", lambda tp: 0)[("t", 0)]
+    monkeypatch.setattr(R, "RANGE_BYTES", -(-found.bytes // 4))
+    dest = tmp_path / "joined"
+    R.open_partition(dest, ("t", 0))
+    pieces = [R._range_piece(lake / "t", ("t", 0), found, lo, hi, dest=dest)
+              for lo, hi in R.ranges(found)]
+    assert len(pieces) == 4 and all(Path(p).exists() for _, p in pieces)
+    done, _ = R._join_task((("t", 0), 0, pieces), dest=dest, segment_bytes=5_000,
+                           topic_ids={"t": "AAAAAAAAAAAAAAAAAAAAAQ"})
+    assert done.records == 2000 and done.end == 2000 and len(done.segments) > 4
+    logs = sorted(f.name for f in (dest / "t-0").iterdir())
+    assert [n for n in logs if n.endswith(".log")] == sorted(
+        f.name for f in (tmp_path / "lib" / "t-0").glob("*.log"))
+    for name in logs:
+        if name.endswith((".log", ".index", ".timeindex")):
+            assert (dest / "t-0" / name).read_bytes() == \
+                (tmp_path / "lib" / "t-0" / name).read_bytes(), name
+    assert not [n for n in logs if n.endswith(".tmp")]
+
+
 def test_carried_batches_and_tables_in_any_row_order(tmp_path, monkeypatch):
     """Scan batches and windows of ~50 rows over batches of 37 records and a compacted-like
     offset gap: every batch straddling a scan batch or window end is carried whole. A table

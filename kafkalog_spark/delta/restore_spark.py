@@ -124,11 +124,8 @@ def _join_task(work: tuple[Tp, int, list[tuple[PartitionRestore, str]]], *, dest
         out.end = max(out.end, part.end)
         with fs.mapped(piece) as buf:
             found = scan_segment(buf, piece)
-            last = found.last_offset
-            for i in range(len(found)):
-                at = int(found.position[i])
-                segments.add(int(found.offset[i]), int(last[i]),
-                             buf[at:at + int(found.entry_size[i])])
+        with fs.open_read(piece) as src:
+            segments.copy(src, found)
     out.segments = segments.close()
     remove_unfinished(pdir)  # these pieces, and those of failed attempts
     write_metadata(pdir, topic_ids[tp[0]], None)

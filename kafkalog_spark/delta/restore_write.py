@@ -9,9 +9,11 @@ killed anywhere leaves whole segments and the next run continues from the log en
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
@@ -20,6 +22,7 @@ from ..codec import layout as L
 from ..codec.files import naming as N
 from ..codec.files import properties as M
 from ..codec.records.encode import BatchSpec, encode_batches
+from ..codec.records.scan import EntryTable
 from ..errors import Location, LogDirError
 from ..log.discovery import discover
 from ..log.partition_state import segment_next_offset
@@ -192,8 +195,33 @@ class SegmentWriter:
         self.written: list[int] = []
 
     def add(self, base: int, last: int, data: bytes | memoryview) -> None:
-        if self.file is not None and (self.size + len(data) > self.limit
-                                      or last - self.base > L.INT32_MAX):
+        self._open_for(base, last, len(data))
+        self.file.write(data)
+        self.size += len(data)
+
+    def copy(self, src: BinaryIO, found: EntryTable) -> None:
+        """The batches ``found`` in the file ``src`` (consecutive, in offset order), copied by
+        the kernel in runs that stay in one segment: a range's piece joined."""
+        base, last, size = (a.tolist() for a in (found.offset, found.last_offset,
+                                                 found.entry_size))
+        i, at = 0, int(found.position[0]) if len(found) else 0
+        while i < len(size):
+            self._open_for(base[i], last[i], size[i])
+            run, j = size[i], i + 1
+            while j < len(size) and self._fits(run + size[j], last[j]):
+                run, j = run + size[j], j + 1
+            self.file.flush()
+            copy_range(src, self.file, at, run)
+            self.size += run
+            at, i = at + run, j
+
+    def _fits(self, more: int, last: int) -> bool:
+        """Whether ``more`` bytes ending at offset ``last`` go into the open segment."""
+        return self.size + more <= self.limit and last - self.base <= L.INT32_MAX
+
+    def _open_for(self, base: int, last: int, size: int) -> None:
+        """A segment open for a batch: the open one, unless the batch does not fit it."""
+        if self.file is not None and not self._fits(size, last):
             self._finish()
         if self.file is None:
             self.base, self.size = base, 0
@@ -201,8 +229,6 @@ class SegmentWriter:
             if self.step is not None:
                 self.step(f"write {tmp}")
             self.file = self.fs.open_write(tmp)
-        self.file.write(data)
-        self.size += len(data)
 
     def _finish(self) -> None:
         self.fs.close_durably(self.file)
@@ -218,3 +244,19 @@ class SegmentWriter:
         if self.file is not None:
             self._finish()
         return self.written
+
+
+def copy_range(src: BinaryIO, dst: BinaryIO, offset: int, count: int) -> None:
+    """``count`` bytes of ``src`` from ``offset`` appended to ``dst`` at its position: in the
+    kernel where it can (``copy_file_range``), else through a buffer."""
+    done = 0
+    while done < count:
+        try:
+            n = os.copy_file_range(src.fileno(), dst.fileno(), count - done, offset + done)
+        except OSError:  # another file system, an old kernel: copy through a buffer
+            src.seek(offset + done)
+            n = dst.write(src.read(min(count - done, 8 << 20)))
+        if n == 0:
+            raise LogDirError(f"{getattr(src, 'name', src)} ends before byte {offset + count}",
+                              Location(str(getattr(src, 'name', '')), offset + done))
+        done += n
