@@ -266,13 +266,14 @@ def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_byte
     from kafkalog_spark.delta.restore_write import log_end
 
     src, lake = tmp_path / "logs", tmp_path / "lake"
-    kl.write_log(records(2000), src, topic="t", max_batch_records=30, codec="lz4")
-    kl.write_log(records(300).append_column("partition", pa.array([1] * 300, pa.int32())),
-                 src, topic="t", max_batch_records=30)
+    big = lambda n, start=0: records(n, start).append_column(  # noqa: E731
+        "partition", pa.array([1] * n, pa.int32()))
+    kl.write_log(records(300), src, topic="t", max_batch_records=30)  # t-0: small, seen first
+    kl.write_log(big(2000), src, topic="t", max_batch_records=30, codec="lz4")
     migrate(src, lake)
     found = survey(lake / "t", lambda tp: 0)
-    monkeypatch.setattr(R, "RANGE_BYTES", -(-found[("t", 0)].bytes // 5))
-    assert len(R.ranges(found[("t", 0)])) == 5 and len(R.ranges(found[("t", 1)])) == 1
+    monkeypatch.setattr(R, "RANGE_BYTES", -(-found[("t", 1)].bytes // 5))
+    assert len(R.ranges(found[("t", 1)])) == 5 and len(R.ranges(found[("t", 0)])) == 1
 
     def tasks_of(group: str) -> list[int]:  # tasks per Spark job of the group
         tracker = spark.sparkContext.statusTracker()
@@ -285,29 +286,36 @@ def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_byte
 
     def ranges_of(dest: Path) -> int:
         return len(R.ranges(survey(lake / "t", lambda tp: log_end(dest / f"t-{tp[1]}"))[
-            ("t", 0)]))
+            ("t", 1)]))
 
     for run, dest, lib in [("first", "job", "lib"), ("incremental", "job", "lib"),
                            ("any row order", "rev", "lib-rev")]:
         if run == "incremental":
-            kl.write_log(records(900, 2000), src, topic="t", max_batch_records=30, codec="lz4")
+            kl.write_log(big(900, 2000), src, topic="t", max_batch_records=30, codec="lz4")
             migrate(src, lake)
         if run == "any row order":
             table = DeltaTable(str(lake / "t")).to_pyarrow_table()
             write_deltalake(str(lake / "t"), table.take(pa.array(range(table.num_rows))[::-1]),
                             mode="overwrite")
-            assert not survey(lake / "t", lambda tp: 0)[("t", 0)].ordered
+            assert not survey(lake / "t", lambda tp: 0)[("t", 1)].ordered
         restore(lake, tmp_path / lib, segment_bytes=5_000)
         n = ranges_of(tmp_path / dest)
         assert n >= 3, run
-        spark.sparkContext.setJobGroup(run, "restore in ranges")
-        restore(lake, tmp_path / dest, segment_bytes=5_000, spark=spark)
-        spark.sparkContext.setJobGroup("", "")
-        # partition 1 whole (nothing to add after the first run) + the ranges; a join
+        handed = []
+        real = spark.sparkContext.parallelize
+        with monkeypatch.context() as m:
+            m.setattr(spark.sparkContext, "parallelize",
+                      lambda data, *a: handed.append(list(data)) or real(data, *a))
+            spark.sparkContext.setJobGroup(run, "restore in ranges")
+            restore(lake, tmp_path / dest, segment_bytes=5_000, spark=spark)
+            spark.sparkContext.setJobGroup("", "")
+        if run == "first":  # the biggest tasks first: t-1's 5 ranges (400 rows each), then t-0
+            assert [kind for kind, _ in handed[-2]] == ["range"] * 5 + ["whole"]
+        # partition 0 whole (nothing to add after the first run) + the ranges; a join
         assert tasks_of(run)[-2:] == [1 + n, 1], run
         made = files(tmp_path / dest)
         assert made == files(tmp_path / lib), run
-        assert len([n for n in made if n.startswith("t-0/") and n.endswith(".log")]) > 5
+        assert len([n for n in made if n.startswith("t-1/") and n.endswith(".log")]) > 5
         assert not [n for n in made if n.endswith(".tmp")]
         assert entries(tmp_path / dest) == entries(src), run
         assert rows(tmp_path / dest) == rows(src)
@@ -337,8 +345,8 @@ def test_range_pieces_join_into_the_library_s_segments(tmp_path, monkeypatch, ke
     monkeypatch.setattr(R, "RANGE_BYTES", -(-found.bytes // 4))
     dest = tmp_path / "joined"
     R.open_partition(dest, ("t", 0))
-    pieces = [R._range_piece(lake / "t", ("t", 0), found, lo, hi, dest=dest)
-              for lo, hi in R.ranges(found)]
+    pieces = [R._range_piece(lake / "t", ("t", 0), found, k, lo, hi, dest=dest)[1:]
+              for k, (lo, hi) in enumerate(R.ranges(found))]
     assert len(pieces) == 4 and all(Path(p).exists() for _, p in pieces)
     done, _ = R._join_task((("t", 0), 0, pieces), dest=dest, segment_bytes=5_000,
                            topic_ids={"t": "AAAAAAAAAAAAAAAAAAAAAQ"})

@@ -16,7 +16,7 @@ from .restore_read import Survey, Tp, feed
 from .restore_write import (PIECE_SUFFIX, PartitionRestore, PieceWriter, SegmentWriter, Writer,
                             open_partition, remove_unfinished, write_metadata)
 
-RANGE_BYTES = 64 << 20
+RANGE_BYTES = 128 << 20
 """About the table bytes one Spark task of a restore reads: a partition holding more is
 restored in offset ranges (:func:`restore_spark`)."""
 
@@ -29,27 +29,36 @@ def restore_spark(spark, found: Mapping[Path, Mapping[Tp, Survey]], dest: Path,
     encoding its batches into a piece file of its own attempt, then one task per partition
     joins the pieces into segments (the rule the library path uses: the same bytes) and
     derives the partition's files. With ``(restored, (first base, log end))``."""
-    whole, in_ranges, split = [], [], []
+    work, joins = [], []  # (weight, task) and (weight, join)
     for table, parts in found.items():
         for tp, survey in parts.items():
             bounds = ranges(survey)
             if len(bounds) == 1:
-                whole.append((table, tp, survey))
+                work.append((survey.bytes, ("whole", (table, tp, survey))))
                 continue
             open_partition(dest, tp)  # here, not in tasks: range tasks write there at once
-            split.append((tp, survey.start, len(bounds)))
-            in_ranges += [(table, tp, survey, lo, hi) for lo, hi in bounds]
+            joins.append((survey.bytes, (tp, survey.start, len(bounds))))
+            work += [(survey.bytes // len(bounds), ("range", (table, tp, survey, k, lo, hi)))
+                     for k, (lo, hi) in enumerate(bounds)]
     sc = spark.sparkContext
-    work = [("whole", w) for w in whole] + [("range", r) for r in in_ranges]
     task = partial(_restore_task, dest=dest, segment_bytes=segment_bytes, topic_ids=topic_ids)
-    done = sc.parallelize(work, len(work)).map(task).collect() if work else []
+    done = sc.parallelize(_biggest_first(work), len(work)).map(task).collect() if work else []
     out = [d for kind, d in done if kind == "whole"]
-    pieces = iter([d for kind, d in done if kind == "range"])  # in ``in_ranges`` order
-    joins = [(tp, start, [next(pieces) for _ in range(n)]) for tp, start, n in split]
+    pieces: dict[Tp, dict[int, tuple[PartitionRestore, str]]] = {}
+    for k, part, piece in (d for kind, d in done if kind == "range"):
+        pieces.setdefault((part.topic, part.partition), {})[k] = (part, piece)
     if joins:
         join = partial(_join_task, dest=dest, segment_bytes=segment_bytes, topic_ids=topic_ids)
-        out += sc.parallelize(joins, len(joins)).map(join).collect()
+        out += sc.parallelize([(tp, start, [pieces[tp][k] for k in range(n)])
+                               for tp, start, n in _biggest_first(joins)], len(joins)
+                              ).map(join).collect()
     return out
+
+
+def _biggest_first(weighted: list[tuple[int, tuple]]) -> list[tuple]:
+    """The tasks, heaviest first: Spark starts a stage's tasks in order, so a long task
+    started last would run on alone while the other slots idle."""
+    return [t for _, t in sorted(weighted, key=lambda w: -w[0])]
 
 
 def ranges(found: Survey) -> list[tuple[int | None, int | None]]:
@@ -93,17 +102,17 @@ def _derived(done: PartitionRestore, pdir: Path
     return done, (recover_written_partition(pdir, done.end) if done.segments else None)
 
 
-def _range_piece(table: Path, tp: Tp, found: Survey, lo: int | None, hi: int | None, *,
-                 dest: Path) -> tuple[PartitionRestore, str]:
-    """The batches of ``tp`` whose base offset is in ``[lo, hi)``, encoded into a piece file
-    of this task attempt (another attempt of the range writes its own); with the piece's
-    path."""
+def _range_piece(table: Path, tp: Tp, found: Survey, k: int, lo: int | None, hi: int | None,
+                 *, dest: Path) -> tuple[int, PartitionRestore, str]:
+    """The batches of ``tp`` whose base offset is in ``[lo, hi)`` (its range ``k``), encoded
+    into a piece file of this task attempt (another attempt of the range writes its own);
+    with ``k`` and the piece's path."""
     pdir = dest / f"{tp[0]}-{tp[1]}"
     piece = pdir / f"{lo or 0:020d}-{task_attempt()}{PIECE_SUFFIX}"
     sink = Writer(pdir, tp, found.start, PieceWriter(piece))
     feed(table, {tp: sink}, {tp: found}, tp[1], lo, hi)
     sink.out.close()
-    return sink.result, str(piece)
+    return k, sink.result, str(piece)
 
 
 def _join_task(work: tuple[Tp, int, list[tuple[PartitionRestore, str]]], *, dest: Path,
