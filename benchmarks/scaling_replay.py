@@ -81,12 +81,15 @@ class Stage:
 
     @property
     def first_use_ms(self) -> float:
-        """How much longer the first launched task took than the stage's median task."""
-        if len(self.tasks) < 2:
+        """How much longer the first launched task took than the median of the (up to) three
+        launched after it: its neighbours, not the whole stage's median, because a job may
+        submit its biggest tasks first (restore does), and then the first task is long by
+        design, not by loading code."""
+        ordered = self.ordered()
+        if len(ordered) < 2:
             return 0.0
-        times = sorted(t.ms for t in self.tasks)
-        median = times[len(times) // 2]
-        return max(0.0, self.ordered()[0].ms - median)
+        after = sorted(t.ms for t in ordered[1:4])
+        return max(0.0, ordered[0].ms - after[len(after) // 2])
 
     def durations(self, mode: str = "measured") -> list[float]:
         """Task times in submission order, the first one without its first-use excess unless

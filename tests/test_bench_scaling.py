@@ -139,6 +139,20 @@ def test_a_stages_first_use_is_taken_off_warm_and_paid_by_every_slot_cold(tmp_pa
     assert R.makespan([(5, "a"), (5, "a"), (5, "b")], 1, {"a": 10, "b": 1}) == 26
 
 
+def test_a_stage_submitting_its_biggest_tasks_first_has_no_first_use_by_design(
+        tmp_path: Path) -> None:
+    """Restore submits its biggest tasks first: the first task is long, yet it loaded nothing
+    more than the ones after it — measured against its neighbours, not the stage's median."""
+    times = [900, 880, 860, 300, 200, 100, 100]
+    evs = [job_start(0, "restore", [(0, [])]), submitted(0)]
+    at = 0
+    for i, ms in enumerate(times):
+        evs.append(task_end(0, i, at, at + ms))
+        at += ms
+    trace = R.read_traces(write_log(tmp_path / "events", evs), {"restore": (T0, T0 + at)})
+    assert trace["restore"].stages[0].first_use_ms == 900 - 860  # the stage median: 300
+
+
 def test_the_event_log_folder_holds_one_log_and_a_running_ones_cut_line_is_left_out(
         tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="expected one event log"):

@@ -272,8 +272,12 @@ def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_byte
     kl.write_log(big(2000), src, topic="t", max_batch_records=30, codec="lz4")
     migrate(src, lake)
     found = survey(lake / "t", lambda tp: 0)
+    # the session's 2 slots: a slot's share is 1,150 of t-1's 2,000 rows (t-0 holds 300)
     monkeypatch.setattr(R, "RANGE_BYTES", -(-found[("t", 1)].bytes // 5))
-    assert len(R.ranges(found[("t", 1)])) == 5 and len(R.ranges(found[("t", 0)])) == 1
+    assert spark.sparkContext.defaultParallelism == 2
+    target = R.range_bytes([s.bytes for s in found.values()], 2)
+    assert target > R.RANGE_BYTES
+    assert len(R.ranges(found[("t", 1)], target)) == 2 and len(R.ranges(found[("t", 0)], target)) == 1
 
     def tasks_of(group: str) -> list[int]:  # tasks per Spark job of the group
         tracker = spark.sparkContext.statusTracker()
@@ -285,8 +289,8 @@ def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_byte
                 if f.name != "partition.metadata"}
 
     def ranges_of(dest: Path) -> int:
-        return len(R.ranges(survey(lake / "t", lambda tp: log_end(dest / f"t-{tp[1]}"))[
-            ("t", 1)]))
+        now = survey(lake / "t", lambda tp: log_end(dest / f"t-{tp[1]}"))
+        return len(R.ranges(now[("t", 1)], R.range_bytes([s.bytes for s in now.values()], 2)))
 
     for run, dest, lib in [("first", "job", "lib"), ("incremental", "job", "lib"),
                            ("any row order", "rev", "lib-rev")]:
@@ -300,7 +304,7 @@ def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_byte
             assert not survey(lake / "t", lambda tp: 0)[("t", 1)].ordered
         restore(lake, tmp_path / lib, segment_bytes=5_000)
         n = ranges_of(tmp_path / dest)
-        assert n >= 3, run
+        assert n >= 2, run
         handed = []
         real = spark.sparkContext.parallelize
         with monkeypatch.context() as m:
@@ -309,17 +313,44 @@ def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_byte
             spark.sparkContext.setJobGroup(run, "restore in ranges")
             restore(lake, tmp_path / dest, segment_bytes=5_000, spark=spark)
             spark.sparkContext.setJobGroup("", "")
-        if run == "first":  # the biggest tasks first: t-1's 5 ranges (400 rows each), then t-0
-            assert [kind for kind, _ in handed[-2]] == ["range"] * 5 + ["whole"]
+        if run == "first":  # the biggest tasks first: t-1's 2 ranges (1,000 rows each), then t-0
+            assert [kind for kind, _ in handed[-2]] == ["range"] * 2 + ["whole"]
         # partition 0 whole (nothing to add after the first run) + the ranges; a join
         assert tasks_of(run)[-2:] == [1 + n, 1], run
         made = files(tmp_path / dest)
         assert made == files(tmp_path / lib), run
-        assert len([n for n in made if n.startswith("t-1/") and n.endswith(".log")]) > 5
+        assert len([n for n in made if n.startswith("t-1/") and n.endswith(".log")]) > 2
         assert not [n for n in made if n.endswith(".tmp")]
         assert entries(tmp_path / dest) == entries(src), run
         assert rows(tmp_path / dest) == rows(src)
         assert kl.verify(tmp_path / dest).ok
+
+
+def test_partitions_are_cut_only_where_one_would_keep_a_slot_busy_alone():
+    """A slot's share decides: a thousand 10 GiB partitions on 128 slots are not cut (each
+    cut costs work); one 1 TiB partition among small ones is, into ranges of a slot's share;
+    never finer than ``RANGE_BYTES``."""
+    from kafkalog_spark.delta.restore_read import Survey
+    from kafkalog_spark.delta.restore_spark import RANGE_BYTES, range_bytes, ranges
+
+    gib = 1 << 30
+
+    def part(size: int, offsets: int = 10**9) -> Survey:
+        return Survey(start=0, rows=offsets, first=0, last=offsets - 1, bytes=size)
+
+    even = [part(10 * gib)] * 1000
+    target = range_bytes([p.bytes for p in even], 128)
+    assert {len(ranges(p, target)) for p in even} == {1}
+    skewed = [part(1024 * gib)] + [part(gib)] * 100
+    target = range_bytes([p.bytes for p in skewed], 128)
+    assert 8 * gib < target < 9 * gib
+    cut = ranges(skewed[0], target)
+    assert len(cut) == 117 and len(ranges(skewed[1], target)) == 1
+    assert cut[0][0] is None and cut[-1][1] is None
+    assert all(a[1] == b[0] for a, b in zip(cut, cut[1:]))  # adjacent, no gap
+    assert range_bytes([5 * RANGE_BYTES], 128) == RANGE_BYTES
+    assert len(ranges(part(5 * RANGE_BYTES), RANGE_BYTES)) == 5
+    assert len(ranges(part(5 * RANGE_BYTES, offsets=3), RANGE_BYTES)) == 3  # an offset each
 
 
 @pytest.mark.parametrize("kernel_copy", [True, False], ids=["copy_file_range", "buffered"])
@@ -342,11 +373,10 @@ def test_range_pieces_join_into_the_library_s_segments(tmp_path, monkeypatch, ke
     migrate(src, lake)
     restore(lake, tmp_path / "lib", segment_bytes=5_000)
     found = survey(lake / "t", lambda tp: 0)[("t", 0)]
-    monkeypatch.setattr(R, "RANGE_BYTES", -(-found.bytes // 4))
     dest = tmp_path / "joined"
     R.open_partition(dest, ("t", 0))
     pieces = [R._range_piece(lake / "t", ("t", 0), found, k, lo, hi, dest=dest)[1:]
-              for k, (lo, hi) in enumerate(R.ranges(found))]
+              for k, (lo, hi) in enumerate(R.ranges(found, -(-found.bytes // 4)))]
     assert len(pieces) == 4 and all(Path(p).exists() for _, p in pieces)
     done, _ = R._join_task((("t", 0), 0, pieces), dest=dest, segment_bytes=5_000,
                            topic_ids={"t": "AAAAAAAAAAAAAAAAAAAAAQ"})

@@ -17,22 +17,25 @@ from .restore_write import (PIECE_SUFFIX, PartitionRestore, PieceWriter, Segment
                             open_partition, remove_unfinished, write_metadata)
 
 RANGE_BYTES = 128 << 20
-"""About the table bytes one Spark task of a restore reads: a partition holding more is
-restored in offset ranges (:func:`restore_spark`)."""
+"""The least table bytes of one offset range: a partition is cut into ranges only where it
+holds more than its share of the restore on the session's slots, and never finer than this
+(:func:`range_bytes`)."""
 
 
 def restore_spark(spark, found: Mapping[Path, Mapping[Tp, Survey]], dest: Path,
                   segment_bytes: int, topic_ids: Mapping[str, str]
                   ) -> list[tuple[PartitionRestore, tuple[int, int] | None]]:
-    """Restore as Spark tasks: a partition of up to about :data:`RANGE_BYTES` of the table is
-    one task; a bigger one is restored in offset ranges of about that size, each range task
-    encoding its batches into a piece file of its own attempt, then one task per partition
-    joins the pieces into segments (the rule the library path uses: the same bytes) and
-    derives the partition's files. With ``(restored, (first base, log end))``."""
+    """Restore as Spark tasks: a partition per task, but one holding more than
+    :func:`range_bytes` of the table is restored in offset ranges of about that size, each
+    range task encoding its batches into a piece file of its own attempt, then one task per
+    partition joins the pieces into segments (the rule the library path uses: the same bytes)
+    and derives the partition's files. With ``(restored, (first base, log end))``."""
+    target = range_bytes([s.bytes for parts in found.values() for s in parts.values()],
+                         spark.sparkContext.defaultParallelism)
     work, joins = [], []  # (weight, task) and (weight, join)
     for table, parts in found.items():
         for tp, survey in parts.items():
-            bounds = ranges(survey)
+            bounds = ranges(survey, target)
             if len(bounds) == 1:
                 work.append((survey.bytes, ("whole", (table, tp, survey))))
                 continue
@@ -61,11 +64,21 @@ def _biggest_first(weighted: list[tuple[int, tuple]]) -> list[tuple]:
     return [t for _, t in sorted(weighted, key=lambda w: -w[0])]
 
 
-def ranges(found: Survey) -> list[tuple[int | None, int | None]]:
+def range_bytes(sizes: list[int], slots: int) -> int:
+    """The table bytes of one offset range: a slot's share of the restore (``sizes``: each
+    partition's), at least :data:`RANGE_BYTES`. Cutting a partition costs a task per range,
+    a join and reading each range's boundary row groups twice (about a fifth more work in
+    all, measured at 45 MiB ranges: BENCHMARKS.md), so it is done only where one partition
+    would otherwise keep a slot busy longer than the others: many partitions on few slots are
+    not cut at all."""
+    return max(RANGE_BYTES, -(-sum(sizes) // max(1, slots)))
+
+
+def ranges(found: Survey, target: int) -> list[tuple[int | None, int | None]]:
     """The ``batchBaseOffset`` ranges ``[lo, hi)`` (None: unbounded) a partition is restored
-    in: one, unless it holds more than :data:`RANGE_BYTES` of the table; then equal offset
-    spans from its first offset on."""
-    n = min(-(-found.bytes // RANGE_BYTES), found.last + 1 - found.first)
+    in: one, unless it holds more than ``target`` bytes of the table; then equal offset spans
+    from its first offset on."""
+    n = min(-(-found.bytes // target), found.last + 1 - found.first)
     if n <= 1:
         return [(None, None)]
     span = -(-(found.last + 1 - found.first) // n)
