@@ -86,8 +86,8 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
         Called with a label before every durable operation (not in Spark tasks).
     spark : SparkSession, optional
         Survey the tables (one task each) and restore the partitions (one task each, also
-        writing its derived files; a partition of more than :data:`RANGE_BYTES` of the table
-        in offset ranges, joined by a task of its own) as Spark tasks; every executor must see
+        writing its derived files; a partition holding more than a slot's share of the
+        restore in offset ranges, joined by a task of its own) as Spark tasks; every executor must see
         the tables and ``dest`` at the same paths. The driver writes the checkpoints, recovers
         the rest.
 
