@@ -87,9 +87,9 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     spark : SparkSession, optional
         Survey the tables (one task each) and restore the partitions (one task each, also
         writing its derived files; a partition holding more than a slot's share of the
-        restore in offset ranges, joined by a task of its own) as Spark tasks; every executor must see
-        the tables and ``dest`` at the same paths. The driver writes the checkpoints, recovers
-        the rest.
+        restore in offset ranges, joined by a task of its own) as Spark tasks; every executor
+        must see the tables and ``dest`` at the same paths. The driver writes the checkpoints,
+        recovers the rest.
 
     Returns
     -------
