@@ -53,7 +53,7 @@ from .history import RUN_ID_KEY, has_app_transactions, run_id_of
 from .options import MigrateOptions
 from .restore_read import NEEDED, Survey, Tp, feed, survey_tables
 from .restore_spark import restore_spark
-from .restore_write import PartitionRestore, Plan, Step, Writer, log_end
+from .restore_write import PartitionRestore, Plan, Step, Writer, log_end, partition_dir
 
 APP_ID_PREFIX = MigrateOptions.app_id_prefix  # migrate's default
 _LOOKBACK = 1000  # commits searched for a sign of migrate
@@ -112,7 +112,7 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
     tables = migrate_tables(Path(table))
     if storage_for(dest).exists(dest):
         ensure_not_locked(dest)
-    start_of = lambda tp: log_end(dest / f"{tp[0]}-{tp[1]}")  # noqa: E731
+    start_of = lambda tp: log_end(partition_dir(dest, tp))  # noqa: E731
     found = survey_tables(tables, start_of, spark)
     # a topic that is not there is an error listing those that are, as in read_log
     check_selected({tp for parts in found.values() for tp in parts}, [table], topics=topics)
@@ -136,7 +136,8 @@ def restore(table: str | os.PathLike[str], dest: str | os.PathLike[str], *,
         if spark is not None:
             done = restore_spark(spark, found, dest, segment_bytes, ids)
             out = [p for p, _ in done]
-            recovered = {dest / f"{p.topic}-{p.partition}": ends for p, ends in done if ends}
+            recovered = {partition_dir(dest, (p.topic, p.partition)): ends
+                         for p, ends in done if ends}
         else:
             out = [sink.close(ids[sink.tp[0]], step) for t, parts in found.items()
                    for sink in feed(t, {tp: Writer.segments(dest, tp, segment_bytes, step)

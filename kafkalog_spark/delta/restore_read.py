@@ -148,12 +148,11 @@ def windows(table: Path, tp: Tp, found: Survey, lo: int | None = None, hi: int |
         return
     span = max(1, int(WINDOW_ROWS * (found.last - found.first + 1) / found.rows))
     carry = None
-    at, last = max(found.first, lo or found.first), found.last
+    at, last = found.first if lo is None else max(found.first, lo), found.last
+    bases = base_range(lo, hi)
     while at <= last and (hi is None or at < hi or carry is not None):
-        cond = (pc.field("offset") >= at) & (pc.field("offset") < at + span)
-        bases = base_range(lo, hi)
-        w = select(table, tp, list(NEEDED), cond if bases is None else cond & bases
-                   ).sort_by("offset")
+        window = (pc.field("offset") >= at) & (pc.field("offset") < at + span)
+        w = select(table, tp, list(NEEDED), all_of(window, bases)).sort_by("offset")
         if carry is not None:
             w = pa.concat_tables([carry, w.cast(carry.schema)])
         at += span
@@ -167,22 +166,25 @@ def windows(table: Path, tp: Tp, found: Survey, lo: int | None = None, hi: int |
 def base_range(lo: int | None, hi: int | None) -> pc.Expression | None:
     """The condition keeping the rows of batches whose base offset is in ``[lo, hi)`` (None:
     unbounded)."""
-    conds = ([pc.field("batchBaseOffset") >= lo] if lo is not None else []) + (
-        [pc.field("batchBaseOffset") < hi] if hi is not None else [])
-    return functools.reduce(operator.and_, conds) if conds else None
+    return all_of(None if lo is None else pc.field("batchBaseOffset") >= lo,
+                  None if hi is None else pc.field("batchBaseOffset") < hi)
+
+
+def all_of(*conds: pc.Expression | None) -> pc.Expression | None:
+    """The conditions that are given, joined by AND (None: none given)."""
+    given = [c for c in conds if c is not None]
+    return functools.reduce(operator.and_, given) if given else None
 
 
 def feed(table: Path, sinks: dict, found: Mapping[Tp, Survey], partition: int | None = None,
-                lo: int | None = None, hi: int | None = None) -> list:
+         lo: int | None = None, hi: int | None = None) -> list:
     """Feed each partition's rows of ``table`` to its sink: the partitions whose rows are in
     file order in one pass over the table, the others window by window. ``partition``: the
     sinks' partition number, pushed down; ``lo``/``hi``: only batches whose base offset is in
     ``[lo, hi)``."""
     ordered = {tp: found[tp].start for tp in sinks if found[tp].ordered}
-    where, bases = pc.field("partition") == partition if partition is not None else None, \
-        base_range(lo, hi)
-    if bases is not None:
-        where = bases if where is None else where & bases
+    where = all_of(None if partition is None else pc.field("partition") == partition,
+                   base_range(lo, hi))
     for tp, rows in stream(table, ordered, where):
         sinks[tp].take(rows)
     for tp in sinks:
@@ -195,9 +197,7 @@ def feed(table: Path, sinks: dict, found: Mapping[Tp, Survey], partition: int | 
 def select(table: Path, tp: Tp, columns: list[str], where: pc.Expression | None = None
            ) -> pa.Table:
     """The rows of one topic-partition matching ``where`` (integer conditions)."""
-    cond = pc.field("partition") == tp[1]
-    if where is not None:
-        cond = cond & where
+    cond = all_of(pc.field("partition") == tp[1], where)
     found = [b.filter(pc.equal(b.column("topic"), tp[0]))
              for b in scan(table, list(dict.fromkeys([*columns, "topic"])), cond)]
     schema = table_schema(table)

@@ -14,7 +14,8 @@ from ..datasource.executors import task_attempt
 from ..storage import storage_for
 from .restore_read import Survey, Tp, feed
 from .restore_write import (PIECE_SUFFIX, PartitionRestore, PieceWriter, SegmentWriter, Writer,
-                            open_partition, remove_unfinished, write_metadata)
+                            open_partition, partition_dir, remove_unfinished,
+                            write_metadata)
 
 RANGE_BYTES = 128 << 20
 """The least table bytes of one offset range: a partition is cut into ranges only where it
@@ -120,7 +121,7 @@ def _range_piece(table: Path, tp: Tp, found: Survey, k: int, lo: int | None, hi:
     """The batches of ``tp`` whose base offset is in ``[lo, hi)`` (its range ``k``), encoded
     into a piece file of this task attempt (another attempt of the range writes its own);
     with ``k`` and the piece's path."""
-    pdir = dest / f"{tp[0]}-{tp[1]}"
+    pdir = partition_dir(dest, tp)
     piece = pdir / f"{lo or 0:020d}-{task_attempt()}{PIECE_SUFFIX}"
     sink = Writer(pdir, tp, found.start, PieceWriter(piece))
     feed(table, {tp: sink}, {tp: found}, tp[1], lo, hi)
@@ -135,7 +136,7 @@ def _join_task(work: tuple[Tp, int, list[tuple[PartitionRestore, str]]], *, dest
     into segments as :class:`SegmentWriter` cuts them, the partition's pieces removed, then
     the derived files; with ``(first base, log end)``."""
     tp, start, pieces = work
-    pdir = dest / f"{tp[0]}-{tp[1]}"
+    pdir = partition_dir(dest, tp)
     fs = storage_for(pdir)
     out = PartitionRestore(tp[0], tp[1], start, start)
     segments = SegmentWriter(pdir, segment_bytes, None)

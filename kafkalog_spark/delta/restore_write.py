@@ -145,10 +145,15 @@ class Writer:
         return self.result
 
 
+def partition_dir(dest: Path, tp: Tp) -> Path:
+    """Where ``tp``'s partition dir is in the log dir ``dest``."""
+    return dest / N.partition_dir_name(*tp)
+
+
 def open_partition(dest: Path, tp: Tp) -> Path:
     """The partition dir of ``tp`` in ``dest``, made, without a killed run's unfinished files
     (segments and range pieces being written)."""
-    pdir = dest / f"{tp[0]}-{tp[1]}"
+    pdir = partition_dir(dest, tp)
     storage_for(pdir).make_dirs(pdir, exist_ok=True)
     remove_unfinished(pdir)
     return pdir
