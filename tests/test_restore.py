@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from click.testing import CliRunner
 from kafka.record.memory_records import MemoryRecords
@@ -259,7 +260,7 @@ def test_spark_tasks_derive_each_partitions_files_as_recover_does(spark, tmp_pat
 @pytest.mark.spark
 def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_bytes(
         spark, tmp_path, monkeypatch):
-    """A partition holding more than ``RANGE_BYTES`` of the table is restored by several range
+    """A partition holding more than ``RANGE_COST`` of work is restored by several range
     tasks and one joining task: the segments (cut inside ranges and across them), indexes and
     derived files are the library path's, no piece is left; an incremental run (continued
     from the log end) splits again, and so does a table whose rows are not in file order."""
@@ -277,10 +278,10 @@ def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_byte
     migrate(src, lake)
     found = survey(lake / "t", lambda tp: 0)
     # the session's 2 slots: a slot's share is 1,150 of t-1's 2,000 rows (t-0 holds 300)
-    monkeypatch.setattr(R, "RANGE_BYTES", -(-found[("t", 1)].bytes // 5))
+    monkeypatch.setattr(R, "RANGE_COST", -(-found[("t", 1)].cost // 5))
     assert spark.sparkContext.defaultParallelism == 2
-    target = R.range_bytes([s.bytes for s in found.values()], 2)
-    assert target > R.RANGE_BYTES
+    target = R.range_cost([s.cost for s in found.values()], 2)
+    assert target > R.RANGE_COST
     assert len(R.ranges(found[("t", 1)], target)) == 2 and len(R.ranges(found[("t", 0)], target)) == 1
 
     def tasks_of(group: str) -> list[int]:  # tasks per Spark job of the group
@@ -294,7 +295,7 @@ def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_byte
 
     def ranges_of(dest: Path) -> int:
         now = survey(lake / "t", lambda tp: log_end(dest / f"t-{tp[1]}"))
-        return len(R.ranges(now[("t", 1)], R.range_bytes([s.bytes for s in now.values()], 2)))
+        return len(R.ranges(now[("t", 1)], R.range_cost([s.cost for s in now.values()], 2)))
 
     for run, dest, lib in [("first", "job", "lib"), ("incremental", "job", "lib"),
                            ("any row order", "rev", "lib-rev")]:
@@ -333,28 +334,119 @@ def test_spark_restores_a_big_partition_in_offset_ranges_into_the_library_s_byte
 def test_partitions_are_cut_only_where_one_would_keep_a_slot_busy_alone():
     """A slot's share decides: a thousand 10 GiB partitions on 128 slots are not cut (each
     cut costs work); one 1 TiB partition among small ones is, into ranges of a slot's share;
-    never finer than ``RANGE_BYTES``."""
+    never finer than ``RANGE_COST``."""
     from kafkalog_spark.delta.restore_read import Survey
-    from kafkalog_spark.delta.restore_spark import RANGE_BYTES, range_bytes, ranges
+    from kafkalog_spark.delta.restore_spark import RANGE_COST, range_cost, ranges
 
     gib = 1 << 30
 
-    def part(size: int, offsets: int = 10**9) -> Survey:
-        return Survey(start=0, rows=offsets, first=0, last=offsets - 1, bytes=size)
+    def part(cost: int, offsets: int = 10**9) -> Survey:
+        return Survey(start=0, rows=offsets, first=0, last=offsets - 1, bytes=cost, cost=cost)
 
     even = [part(10 * gib)] * 1000
-    target = range_bytes([p.bytes for p in even], 128)
+    target = range_cost([p.cost for p in even], 128)
     assert {len(ranges(p, target)) for p in even} == {1}
     skewed = [part(1024 * gib)] + [part(gib)] * 100
-    target = range_bytes([p.bytes for p in skewed], 128)
+    target = range_cost([p.cost for p in skewed], 128)
     assert 8 * gib < target < 9 * gib
     cut = ranges(skewed[0], target)
     assert len(cut) == 117 and len(ranges(skewed[1], target)) == 1
     assert cut[0][0] is None and cut[-1][1] is None
     assert all(a[1] == b[0] for a, b in zip(cut, cut[1:]))  # adjacent, no gap
-    assert range_bytes([5 * RANGE_BYTES], 128) == RANGE_BYTES
-    assert len(ranges(part(5 * RANGE_BYTES), RANGE_BYTES)) == 5
-    assert len(ranges(part(5 * RANGE_BYTES, offsets=3), RANGE_BYTES)) == 3  # an offset each
+    assert range_cost([5 * RANGE_COST], 128) == RANGE_COST
+    assert len(ranges(part(5 * RANGE_COST), RANGE_COST)) == 5
+    assert len(ranges(part(5 * RANGE_COST, offsets=3), RANGE_COST)) == 3  # an offset each
+
+
+@pytest.mark.spark
+def test_spark_surveys_a_table_in_runs_of_its_files_as_the_library_does_whole(
+        spark, tmp_path, monkeypatch):
+    """With Spark the survey is a task per run of consecutive files (the biggest first); put
+    together in the table's file order it is the library's survey of the whole table: rows,
+    offsets, flags, bytes and codec costs — and a partition whose offsets go back across two
+    files is not in order, though each file is."""
+    from deltalake import DeltaTable, write_deltalake
+
+    import kafkalog_spark.delta.restore_read as RR
+
+    src, lake = tmp_path / "logs", tmp_path / "lake"
+    part = lambda p, n, start=0: records(n, start).append_column(  # noqa: E731
+        "partition", pa.array([p] * n, pa.int32()))
+    kl.write_log(records(600), src, topic="t", max_batch_records=50, codec="gzip")
+    kl.write_log(part(1, 600), src, topic="t", max_batch_records=50, codec="lz4")
+    migrate(src, lake)
+    for n in (600, 1200):  # two more runs of migrate: more files
+        kl.write_log(part(1, 600, n), src, topic="t", max_batch_records=50)
+        migrate(src, lake)
+    monkeypatch.setattr(RR, "SURVEY_BYTES", 1)  # every file a run of its own
+    files = RR.data_files(lake / "t")
+
+    def surveyed(group: str) -> tuple[dict, int]:
+        spark.sparkContext.setJobGroup(group, "survey")
+        got = RR.survey_tables([lake / "t"], lambda tp: 100, spark)[lake / "t"]
+        spark.sparkContext.setJobGroup("", "")
+        tracker = spark.sparkContext.statusTracker()
+        tasks = sum(tracker.getStageInfo(s).numTasks for j in tracker.getJobIdsForGroup(group)
+                    for s in tracker.getJobInfo(j).stageIds)
+        return got, tasks
+
+    got, tasks = surveyed("ordered")
+    # runs of at least a slot's share (2 slots: half the bytes), so 3 like files make 2 runs
+    assert len(files) == 3 and tasks == 2
+    whole = RR.survey(lake / "t", lambda tp: 100)
+    assert got.keys() == whole.keys() == {("t", 0), ("t", 1)}
+    for tp in got:
+        a, b = got[tp], whole[tp]
+        assert (a.start, a.rows, a.first, a.last, a.ordered, a.transactional, a.control) == \
+            (b.start, b.rows, b.first, b.last, b.ordered, b.transactional, b.control), tp
+        assert 0 < a.bytes <= a.cost
+    assert got[("t", 1)].rows == 1700
+    # bytes at each run's bytes per row: all of them, for rows from offset 0
+    everything = RR.survey_tables([lake / "t"], lambda tp: 0, spark)[lake / "t"]
+    assert sum(s.bytes for s in everything.values()) == pytest.approx(
+        sum(n for _, n in files), abs=2)
+    gzip = everything[("t", 0)]
+    assert gzip.cost == pytest.approx(RR.CODEC_COST["gzip"] * gzip.bytes, abs=2)
+    # two files, each in offset order, whose offsets interleave (blocks of 300 in turn): not
+    # in order, whichever file the table lists first
+    table = DeltaTable(str(lake / "t")).to_pyarrow_table().sort_by("offset")
+    block = pc.bit_wise_and(pc.divide(table["offset"], 300), 1)
+    write_deltalake(str(lake / "t"), table.filter(pc.equal(block, 0)), mode="overwrite")
+    write_deltalake(str(lake / "t"), table.filter(pc.equal(block, 1)), mode="append")
+    with pytest.raises(InvalidOptionError, match="no longer in the table"):  # listed before
+        list(RR.scan(lake / "t", ["offset"], files=[files[0][0]]))
+    got, tasks = surveyed("interleaved")
+    whole = RR.survey(lake / "t", lambda tp: 100)
+    assert tasks == 2 and not whole[("t", 1)].ordered and not got[("t", 1)].ordered
+    assert got[("t", 1)].rows == whole[("t", 1)].rows == 1700
+
+
+def test_the_survey_weighs_each_partition_by_its_codecs(tmp_path):
+    """Ranges are sized by work, not bytes: a gzip partition costs restore more than twice an
+    uncompressed one of the same rows (CODEC_COST), so it is cut where that one is not; rows
+    below the restore's start and their codecs count for nothing."""
+    from kafkalog_spark.delta.restore_read import CODEC_COST, survey
+    from kafkalog_spark.delta.restore_spark import ranges
+
+    src, lake = tmp_path / "logs", tmp_path / "lake"
+    part = lambda p, n, start=0: records(n, start).append_column(  # noqa: E731
+        "partition", pa.array([p] * n, pa.int32()))
+    kl.write_log(records(1000), src, topic="t", max_batch_records=50)  # none
+    kl.write_log(part(1, 1000), src, topic="t", max_batch_records=50, codec="gzip")
+    kl.write_log(part(2, 500), src, topic="t", max_batch_records=50, codec="gzip")
+    kl.write_log(part(2, 500, 500), src, topic="t", max_batch_records=50, codec="lz4")
+    migrate(src, lake)
+    found = survey(lake / "t", lambda tp: 0)
+    plain, gzip, mixed = found[("t", 0)], found[("t", 1)], found[("t", 2)]
+    assert plain.bytes == gzip.bytes == mixed.bytes  # the table's bytes per row, 1,000 rows
+    assert plain.cost == plain.bytes
+    assert gzip.cost == pytest.approx(CODEC_COST["gzip"] * plain.bytes, abs=1)
+    assert mixed.cost == pytest.approx((CODEC_COST["gzip"] + CODEC_COST["lz4"]) / 2
+                                       * plain.bytes, abs=1)
+    target = 2 * plain.cost
+    assert [len(ranges(p, target)) for p in (plain, gzip, mixed)] == [1, 2, 1]
+    later = survey(lake / "t", lambda tp: 500)[("t", 2)]  # from offset 500: lz4 rows only
+    assert later.cost == pytest.approx(CODEC_COST["lz4"] * later.bytes, abs=1)
 
 
 @pytest.mark.parametrize("kernel_copy", [True, False], ids=["copy_file_range", "buffered"])
@@ -380,7 +472,7 @@ def test_range_pieces_join_into_the_library_s_segments(tmp_path, monkeypatch, ke
     dest = tmp_path / "joined"
     R.open_partition(dest, ("t", 0))
     pieces = [R._range_piece(lake / "t", ("t", 0), found, k, lo, hi, dest=dest)[1:]
-              for k, (lo, hi) in enumerate(R.ranges(found, -(-found.bytes // 4)))]
+              for k, (lo, hi) in enumerate(R.ranges(found, -(-found.cost // 4)))]
     assert len(pieces) == 4 and all(Path(p).exists() for _, p in pieces)
     done, _ = R._join_task((("t", 0), 0, pieces), dest=dest, segment_bytes=5_000,
                            topic_ids={"t": "AAAAAAAAAAAAAAAAAAAAAQ"})

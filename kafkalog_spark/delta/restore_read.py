@@ -1,10 +1,11 @@
 """Reading a migrate table back for restore (Delta layer): each file streamed once, in the table's
 file order, a bounded batch of rows at a time, and every row routed to its topic-partition.
 
-:func:`survey` reads only the small columns (topic, partition, offset, flags) to learn, per
-partition, its rows from the restore's start offset, its batches, whether it holds
-transactional batches and markers, and whether the file order already gives its rows in offset
-order — what ``migrate`` writes. :func:`stream` then reads every column once and yields each
+:func:`survey` reads only the small columns (topic, partition, offset, flags, codec) to learn,
+per partition, its rows from the restore's start offset, its batches, whether it holds
+transactional batches and markers, whether the file order already gives its rows in offset
+order — what ``migrate`` writes — and about how much work restoring it is (bytes, by codec);
+it reads runs of consecutive files apart (a Spark task each) and puts them together in order. :func:`stream` then reads every column once and yields each
 partition's rows in whole batches (the rows of a batch that goes on in the next scanned batch
 are carried, one Kafka batch per partition at most). A partition whose rows are not in file
 order is read by :func:`windows` instead: offset windows, each a filtered scan (correct for any
@@ -25,8 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .commit import delta_table
-from .scan import SCAN_ROWS, table_schema
+from .scan import SCAN_ROWS, data_files, table_schema
 from .scan import scan as scan_rows
 
 Tp = tuple[str, int]
@@ -35,7 +35,16 @@ NEEDED = ("topic", "partition", "offset", "key", "value", "timestamp", "timestam
           "isControl", "batchBaseOffset", "batchLastOffset", "magic", "compression")
 WINDOW_ROWS = 1 << 18
 """Rows read at a time per partition by :func:`windows` (about: windows are offset ranges)."""
-_SURVEY = ["topic", "partition", "offset", "isTransactional", "isControl"]
+SURVEY_BYTES = 256 << 20
+"""The least table bytes one task surveys (:func:`survey_tables`): a table's files are
+surveyed in runs of at least this, or of a slot's share of all tables where that is more."""
+_SURVEY = ["topic", "partition", "offset", "isTransactional", "isControl", "compression"]
+CODEC_COST = {"none": 1.0, "lz4": 1.1, "snappy": 1.2, "zstd": 1.3, "gzip": 2.4}
+"""Restore's work per table byte by the batch's codec, relative to uncompressed batches
+(measured: restore tasks of the 4 GiB bench_scaling log, median ns per table byte per codec —
+BENCHMARKS.md "restore sizes its ranges by codec"); another codec counts as uncompressed."""
+_CODECS = pa.array(list(CODEC_COST))
+_WEIGHTS = np.array([*CODEC_COST.values(), 1.0])  # the last: a codec not in the list
 
 
 @dataclass
@@ -49,14 +58,26 @@ class Survey:
     ordered: bool = True  # the file order gives its rows in offset order
     transactional: bool = False
     control: bool = False
-    bytes: int = 0  # about the table bytes of those rows (at the table's bytes per row)
+    bytes: int = 0  # about the table bytes of those rows (at their files' bytes per row)
+    cost: int = 0  # about restore's work for them: ``bytes`` weighted by :data:`CODEC_COST`
+
+    def then(self, later: Survey) -> Survey:
+        """This partition's survey of some files followed by ``later``'s of the next ones."""
+        firsts = [s.first for s in (self, later) if s.rows]
+        return Survey(self.start, self.rows + later.rows, min(firsts, default=-1),
+                      max(self.last, later.last),
+                      self.ordered and later.ordered
+                      and (not self.rows or not later.rows or later.first > self.last),
+                      self.transactional or later.transactional, self.control or later.control,
+                      self.bytes + later.bytes, self.cost + later.cost)
 
 
-def scan(table: Path, columns: Sequence[str], where: pc.Expression | None = None
-         ) -> Iterator[pa.RecordBatch]:
-    """The table's rows, file after file in the table's order, :data:`SCAN_ROWS` at a time
-    (:func:`.scan.scan`: deletion vectors applied; ``where`` on integer columns only)."""
-    return scan_rows(table, columns, where, SCAN_ROWS)
+def scan(table: Path, columns: Sequence[str], where: pc.Expression | None = None,
+         files: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+    """The table's rows (of ``files`` only, if given), file after file in the table's order,
+    :data:`SCAN_ROWS` at a time (:func:`.scan.scan`: deletion vectors applied; ``where`` on
+    integer columns only)."""
+    return scan_rows(table, columns, where, SCAN_ROWS, files)
 
 
 def groups(batch: pa.RecordBatch) -> Iterator[tuple[Tp, np.ndarray]]:
@@ -75,20 +96,61 @@ def groups(batch: pa.RecordBatch) -> Iterator[tuple[Tp, np.ndarray]]:
 
 def survey_tables(tables: Sequence[Path], start_of: Callable[[Tp], int], spark: Any = None
                   ) -> dict[Path, dict[Tp, Survey]]:
-    """Each table's :func:`survey`; with Spark, one task per table (read on the driver, the
-    small columns of every row were restore's serial time: issue 33)."""
-    if spark is None or len(tables) < 2:
-        return {t: survey(t, start_of) for t in tables}
-    return dict(spark.sparkContext.parallelize(tables, len(tables))
-                .map(lambda t: (t, survey(t, start_of))).collect())
+    """Each table's :func:`survey`, in runs of its files; with Spark, a task per run (read on
+    the driver, the small columns of every row were restore's serial time; a task per table
+    left most slots waiting on the biggest tables: issue 33)."""
+    files = {t: data_files(t) for t in tables}
+    size = -(-sum(n for listed in files.values() for _, n in listed)
+             // max(1, spark.sparkContext.defaultParallelism if spark is not None else 1))
+    work = [(t, names, n) for t in tables for names, n in _runs(files[t], size)]
+    if spark is None or len(work) < 2:
+        done = [survey_files(t, names, n, start_of) for t, names, n in work]
+    else:
+        todo = sorted(enumerate(work), key=lambda w: -w[1][2])  # the biggest first
+        got = dict(spark.sparkContext.parallelize(todo, len(todo))
+                   .map(lambda w: (w[0], survey_files(*w[1], start_of))).collect())
+        done = [got[i] for i in range(len(work))]
+    return {t: _in_file_order([d for (w, _, _), d in zip(work, done) if w == t])
+            for t in tables}
+
+
+def _runs(files: list[tuple[str, int]], size: int) -> Iterator[tuple[list[str], int]]:
+    """``files`` in runs of consecutive files of at least ``size`` and :data:`SURVEY_BYTES`
+    bytes (the last run may hold less): ``(names, bytes)``."""
+    names, total = [], 0
+    for name, n in files:
+        names.append(name)
+        total += n
+        if total >= max(size, SURVEY_BYTES):
+            yield names, total
+            names, total = [], 0
+    if names:
+        yield names, total
 
 
 def survey(table: Path, start_of: Callable[[Tp], int]) -> dict[Tp, Survey]:
     """Every partition in the table, read from the small columns only (module docstring)."""
+    return survey_tables([table], start_of)[table]
+
+
+def _in_file_order(parts: list[dict[Tp, Survey]]) -> dict[Tp, Survey]:
+    """The table's survey from its files' (in the table's file order)."""
+    out: dict[Tp, Survey] = {}
+    for part in parts:
+        for tp, s in part.items():
+            out[tp] = out[tp].then(s) if tp in out else s
+    return out
+
+
+def survey_files(table: Path, names: list[str], size: int, start_of: Callable[[Tp], int]
+                 ) -> dict[Tp, Survey]:
+    """Every partition in some consecutive data files of the table (``size``: their bytes)."""
     found: dict[Tp, Survey] = {}
+    weighted: dict[Tp, float] = {}  # rows from the start, each weighted by its codec's cost
     seen = 0
-    for batch in scan(table, _SURVEY):
+    for batch in scan(table, _SURVEY, files=names):
         seen += batch.num_rows
+        costs = _row_costs(batch.column("compression"))
         for tp, idx in groups(batch):
             s = found.get(tp)
             if s is None:
@@ -96,17 +158,24 @@ def survey(table: Path, start_of: Callable[[Tp], int]) -> dict[Tp, Survey]:
             off = batch.column("offset").take(idx).to_numpy(zero_copy_only=False)
             s.transactional |= bool(pc.any(batch.column("isTransactional").take(idx)).as_py())
             s.control |= bool(pc.any(batch.column("isControl").take(idx)).as_py())
-            kept = off[off >= s.start]  # only their order matters: restore reads no other
+            later = off >= s.start
+            kept = off[later]  # only their order matters: restore reads no other
+            weighted[tp] = weighted.get(tp, 0.0) + float(costs[idx[later]].sum())
             if len(kept):
                 s.ordered = s.ordered and kept[0] > s.last and bool(np.all(np.diff(kept) > 0))
                 s.rows += len(kept)
                 s.first = int(kept.min()) if s.first < 0 else min(s.first, int(kept.min()))
                 s.last = max(s.last, int(kept.max()))
-    size = pc.sum(pa.table(delta_table(table).get_add_actions(flatten=True))["size_bytes"])
-    row_bytes = (size.as_py() or 0) / max(1, seen)
-    for s in found.values():
-        s.bytes = int(s.rows * row_bytes)
+    row_bytes = size / max(1, seen)
+    for tp, s in found.items():
+        s.bytes, s.cost = int(s.rows * row_bytes), int(weighted[tp] * row_bytes)
     return found
+
+
+def _row_costs(codecs: pa.Array) -> np.ndarray:
+    """Each row's :data:`CODEC_COST` (from the ``compression`` column)."""
+    known = pc.index_in(codecs, value_set=_CODECS).fill_null(len(_CODECS))
+    return _WEIGHTS[known.to_numpy(zero_copy_only=False)]
 
 
 def stream(table: Path, starts: Mapping[Tp, int], where: pc.Expression | None = None

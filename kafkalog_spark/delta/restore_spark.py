@@ -17,32 +17,33 @@ from .restore_write import (PIECE_SUFFIX, PartitionRestore, PieceWriter, Segment
                             open_partition, partition_dir, remove_unfinished,
                             write_metadata)
 
-RANGE_BYTES = 128 << 20
-"""The least table bytes of one offset range: a partition is cut into ranges only where it
-holds more than its share of the restore on the session's slots, and never finer than this
-(:func:`range_bytes`)."""
+RANGE_COST = 160 << 20
+"""The least work of one offset range, in :attr:`Survey.cost` units (table bytes weighted by
+codec; this is about 128 MiB of a zstd partition's table, 67 MiB of a gzip one's): a partition
+is cut into ranges only where it holds more than its share of the restore on the session's
+slots, and never finer than this (:func:`range_cost`)."""
 
 
 def restore_spark(spark, found: Mapping[Path, Mapping[Tp, Survey]], dest: Path,
                   segment_bytes: int, topic_ids: Mapping[str, str]
                   ) -> list[tuple[PartitionRestore, tuple[int, int] | None]]:
     """Restore as Spark tasks: a partition per task, but one holding more than
-    :func:`range_bytes` of the table is restored in offset ranges of about that size, each
+    :func:`range_cost` of work is restored in offset ranges of about that cost, each
     range task encoding its batches into a piece file of its own attempt, then one task per
     partition joins the pieces into segments (the rule the library path uses: the same bytes)
     and derives the partition's files. With ``(restored, (first base, log end))``."""
-    target = range_bytes([s.bytes for parts in found.values() for s in parts.values()],
-                         spark.sparkContext.defaultParallelism)
+    target = range_cost([s.cost for parts in found.values() for s in parts.values()],
+                        spark.sparkContext.defaultParallelism)
     work, joins = [], []  # (weight, task) and (weight, join)
     for table, parts in found.items():
         for tp, survey in parts.items():
             bounds = ranges(survey, target)
             if len(bounds) == 1:
-                work.append((survey.bytes, ("whole", (table, tp, survey))))
+                work.append((survey.cost, ("whole", (table, tp, survey))))
                 continue
             open_partition(dest, tp)  # here, not in tasks: range tasks write there at once
             joins.append((survey.bytes, (tp, survey.start, len(bounds))))
-            work += [(survey.bytes // len(bounds), ("range", (table, tp, survey, k, lo, hi)))
+            work += [(survey.cost // len(bounds), ("range", (table, tp, survey, k, lo, hi)))
                      for k, (lo, hi) in enumerate(bounds)]
     sc = spark.sparkContext
     task = partial(_restore_task, dest=dest, segment_bytes=segment_bytes, topic_ids=topic_ids)
@@ -65,21 +66,21 @@ def _biggest_first(weighted: list[tuple[int, tuple]]) -> list[tuple]:
     return [t for _, t in sorted(weighted, key=lambda w: -w[0])]
 
 
-def range_bytes(sizes: list[int], slots: int) -> int:
-    """The table bytes of one offset range: a slot's share of the restore (``sizes``: each
-    partition's), at least :data:`RANGE_BYTES`. Cutting a partition costs a task per range,
-    a join and reading each range's boundary row groups twice (about a fifth more work in
-    all, measured at 45 MiB ranges: BENCHMARKS.md), so it is done only where one partition
-    would otherwise keep a slot busy longer than the others: many partitions on few slots are
-    not cut at all."""
-    return max(RANGE_BYTES, -(-sum(sizes) // max(1, slots)))
+def range_cost(costs: list[int], slots: int) -> int:
+    """The work of one offset range: a slot's share of the restore (``costs``: each
+    partition's :attr:`Survey.cost`), at least :data:`RANGE_COST`. Cutting a partition costs
+    a task per range, a join and reading each range's boundary row groups twice (about a fifth
+    more work in all, measured at 45 MiB ranges: BENCHMARKS.md), so it is done only where one
+    partition would otherwise keep a slot busy longer than the others: many partitions on few
+    slots are not cut at all."""
+    return max(RANGE_COST, -(-sum(costs) // max(1, slots)))
 
 
 def ranges(found: Survey, target: int) -> list[tuple[int | None, int | None]]:
     """The ``batchBaseOffset`` ranges ``[lo, hi)`` (None: unbounded) a partition is restored
-    in: one, unless it holds more than ``target`` bytes of the table; then equal offset spans
-    from its first offset on."""
-    n = min(-(-found.bytes // target), found.last + 1 - found.first)
+    in: one, unless its :attr:`Survey.cost` exceeds ``target``; then equal offset spans from its
+    first offset on."""
+    n = min(-(-found.cost // target), found.last + 1 - found.first)
     if n <= 1:
         return [(None, None)]
     span = -(-(found.last + 1 - found.first) // n)

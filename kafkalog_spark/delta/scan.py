@@ -37,25 +37,25 @@ def table_schema(table: Path) -> pa.Schema:
 
 
 def scan(table: Path, columns: Sequence[str], where: pc.Expression | None = None,
-         batch_size: int = SCAN_ROWS) -> Iterator[pa.RecordBatch]:
+         batch_size: int = SCAN_ROWS, files: Sequence[str] | None = None
+         ) -> Iterator[pa.RecordBatch]:
     """The table's rows (``columns`` of them, those matching ``where``), file after file,
     ``batch_size`` at a time: one thread, no read-ahead and no pre-buffering of whole row
     groups. ``where`` may name only integer columns (delta-rs 1.x prunes every file for a
-    string equality, the tables migrate writes recording no string statistics).
+    string equality, the tables migrate writes recording no string statistics). ``files``:
+    only those of :func:`data_files` (in the table's order).
 
     Raises
     ------
     InvalidOptionError
-        The table has a reader feature delta-rs cannot read, deletion vectors aside.
+        The table has a reader feature delta-rs cannot read, deletion vectors aside, or one
+        of ``files`` is no longer in the table (it changed since they were listed).
     """
-    missing = unreadable(table)
-    if missing and missing != [VECTORS]:
-        raise InvalidOptionError(refusal(table, missing, "read", "restore and erase read "
-                                         "tables with delta-rs"))
-    if missing:
-        yield from _scan_with_vectors(table, list(columns), where, batch_size)
+    if _readable_by_dataset(table):
+        ds = _dataset(table, files)
+    else:
+        yield from _scan_with_vectors(table, list(columns), where, batch_size, files)
         return
-    ds = delta_table(table).to_pyarrow_dataset()
     options = pads.ParquetFragmentScanOptions(pre_buffer=False)
     scanner = ds.scanner(columns=list(columns), filter=where, batch_size=batch_size,
                          use_threads=False, fragment_readahead=1, batch_readahead=1,
@@ -63,8 +63,52 @@ def scan(table: Path, columns: Sequence[str], where: pc.Expression | None = None
     yield from scanner.to_batches()
 
 
+def data_files(table: Path) -> list[tuple[str, int]]:
+    """The table's data files in the order :func:`scan` reads them: ``(name, bytes)``, the
+    name as ``scan(files=...)`` takes it."""
+    if not _readable_by_dataset(table):
+        adds = pa.table(delta_table(table).get_add_actions(flatten=False))
+        return [(unquote(p), n) for p, n in zip(adds["path"].to_pylist(),
+                                                adds["size_bytes"].to_pylist())]
+    dt = delta_table(table)
+    adds = pa.table(dt.get_add_actions(flatten=True))
+    size = {unquote(p): n for p, n in zip(adds["path"].to_pylist(),
+                                          adds["size_bytes"].to_pylist())}
+    return [(f.path, size.get(unquote(f.path), 0))
+            for f in dt.to_pyarrow_dataset().get_fragments()]
+
+
+def _readable_by_dataset(table: Path) -> bool:
+    """Whether delta-rs's dataset reads the table (False: it has deletion vectors, read file
+    by file); refuses any other reader feature delta-rs lacks."""
+    missing = unreadable(table)
+    if missing and missing != [VECTORS]:
+        raise InvalidOptionError(refusal(table, missing, "read", "restore and erase read "
+                                         "tables with delta-rs"))
+    return not missing
+
+
+def _dataset(table: Path, files: Sequence[str] | None) -> pads.Dataset:
+    """delta-rs's dataset of the table, of only ``files`` if given."""
+    ds = delta_table(table).to_pyarrow_dataset()
+    if files is None:
+        return ds
+    wanted = set(files)
+    kept = [f for f in ds.get_fragments() if f.path in wanted]
+    _check_listed(table, files, {f.path for f in kept})
+    return pads.FileSystemDataset(kept, ds.schema, ds.format, ds.filesystem)
+
+
+def _check_listed(table: Path, files: Sequence[str], found: set[str]) -> None:
+    gone = [f for f in files if f not in found]
+    if gone:
+        raise InvalidOptionError(f"{table}: data file {gone[0]} is no longer in the table "
+                                 f"(the table changed while it was read); run again")
+
+
 def _scan_with_vectors(table: Path, columns: list[str], where: pc.Expression | None,
-                       batch_size: int) -> Iterator[pa.RecordBatch]:
+                       batch_size: int, files: Sequence[str] | None = None
+                       ) -> Iterator[pa.RecordBatch]:
     dt = delta_table(table)
     schema = table_schema(table)
     # ``where`` names integer columns only: read those too, to evaluate it
@@ -75,8 +119,12 @@ def _scan_with_vectors(table: Path, columns: list[str], where: pc.Expression | N
     parts = adds["partition"].to_pylist() if "partition" in adds.column_names else None
     keep = _keep_masks(dt)
     fs = storage_for(table)
-    for i, rel in enumerate(adds["path"].to_pylist()):
-        name = unquote(rel)
+    names = [unquote(rel) for rel in adds["path"].to_pylist()]
+    wanted = set(names if files is None else files)
+    _check_listed(table, list(wanted), set(names))
+    for i, name in enumerate(names):
+        if name not in wanted:
+            continue
         values = parts[i] if parts is not None else {}
         mask = keep.get(name)
         source = pq.ParquetFile(fs.arrow_path(table / name), filesystem=fs.arrow_fs,
