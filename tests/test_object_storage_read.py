@@ -282,6 +282,22 @@ def test_timestamp_lookups_fetch_indexes_and_a_few_ranges(big_log, opts):
             assert counts["bytes"] < 1.5e6, (at, extra, counts)
 
 
+def test_a_partition_dir_named_directly_is_known_from_one_listing(big_log, opts):
+    """Telling a partition dir from a log dir lists it once: no HEAD request per file (a
+    migrate of 64 partition dirs of ~200 files each sent ~13,000), the same partition as the
+    log dir's discovery finds."""
+    _, uri = big_log
+    storage = storage_for(as_path(uri, opts))
+    storage.requests.reset()
+    found = discover([as_path(f"{uri}/orders-0", opts)])
+    counts = storage.requests.reset()
+    whole = discover([as_path(uri, opts)])
+    assert [p.path for p in found.partitions] == [p.path for p in whole.log_dirs[0].partitions
+                                                   if p.topic == "orders" and p.partition == 0]
+    files = len(storage.listdir(as_path(f"{uri}/orders-0", opts)))
+    assert files >= 9 and counts.get("head", 0) <= 2, (files, counts)
+
+
 def test_offset_window_read_equals_local(big_log, opts):
     local, uri = big_log
     _, start, end = window(local)

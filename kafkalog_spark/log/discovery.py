@@ -114,12 +114,13 @@ def _folder_kind(path: Path) -> str | None:
     """``"partition"`` for a partition dir named directly, ``"loose"`` for a folder of segment
     files whose name is not ``<topic>-<partition>`` (a copy of some segments: read with the
     topic and partition the caller gives), ``None`` for a log dir (or anything else)."""
-    # a log dir has its marker files or sub-directories; a partition dir has neither
-    fs = storage_for(path)
-    names = fs.listdir(path)
-    if any(n in _LOG_DIR_MARKERS for n in names):
-        return None
-    if any(fs.is_dir(path / n) for n in names):
+    # a log dir has its marker files or sub-directories; a partition dir has neither. One
+    # listing answers both (a stat per entry, or on an object store a HEAD request per
+    # entry, took 5 ms per partition dir of 200 files)
+    with storage_for(path).scandir(path) as it:
+        entries = [(e.name, e.is_dir()) for e in it]
+    names = [n for n, _ in entries]
+    if any(n in _LOG_DIR_MARKERS or is_dir for n, is_dir in entries):
         return None
     try:
         N.parse_partition_dir_name(path.name)
