@@ -11,9 +11,9 @@ import pytest
 
 from kafkalog_spark.codec.records.scan import (STOP_END, STOP_PARTIAL_ENTRY, STOP_SIZE_TOO_SMALL,
                                                scan_entries)
-from kafkalog_spark.errors import LogDirError
+from kafkalog_spark.errors import KafkaLogError, LogDirError
 from kafkalog_spark.log.discovery import discover
-from kafkalog_spark.log.segment_info import describe_segment
+from kafkalog_spark.log.segment_info import describe_segment, next_offset
 
 ANCHOR = "anchor123__kafka/tmp/kafka-logs"
 TUYEN = "tuyen-nnt__kafka_2.13-3.0.0/data/kafka"
@@ -293,3 +293,50 @@ def test_segments_pickle_and_share_their_folder(shared_fixtures: Path) -> None:
     assert back == part.segments
     assert [s.log for s in back] == [s.log for s in part.segments]
     assert back[0].timeindex == part.path / "00000000000000000000.timeindex"
+
+
+def test_next_offset_is_kafka_s_walk_from_the_last_index_entry(shared_fixtures: Path,
+                                                               tmp_path: Path) -> None:
+    """``next_offset`` (a partition's log end, read by migrate's planner) walks only from the
+    offset index's last entry, as Kafka's readNextOffset: the same answer as walking the whole
+    segment for every real broker's last segments; an index entry that does not fit the log
+    sends it back to byte 0; a torn tail is refused where it starts."""
+    import kafkalog_spark as kl
+    from test_read_write import records
+
+    for log_dir in ALL_LOG_DIRS:
+        for d in discover(shared_fixtures / log_dir).log_dirs:
+            for part in d.partitions:
+                if part.segments:
+                    seg = part.segments[-1]
+                    assert next_offset(seg) == describe_segment(seg).next_offset, seg.log
+    kl.write_log(records(3000), tmp_path, max_batch_records=20, index_interval_bytes=1024)
+    (part,) = discover(tmp_path).log_dirs[0].partitions
+    seg = part.segments[-1]
+    index = seg.index.read_bytes()
+    assert len(index) >= 8 * 20 and next_offset(seg) == 3000
+    # only the tail is read: a batch length broken before the last index entry is not seen
+    # (a whole walk stops there) — the read refuses it where it is
+    last = int.from_bytes(index[-4:], "big")
+    first = int.from_bytes(index[4:8], "big")  # the position of an indexed batch
+    assert first < last
+    good = seg.log.read_bytes()
+    log = bytearray(good)
+    log[first + 8:first + 12] = (2**31 - 1).to_bytes(4, "big")
+    seg.log.write_bytes(bytes(log))
+    assert next_offset(seg) == 3000 and not describe_segment(seg).clean
+    with pytest.raises(KafkaLogError):
+        kl.read_log(tmp_path)
+    seg.log.write_bytes(good)
+    # the last index entry moved into the middle of a batch: it does not fit, walk from 0
+    seg.index.write_bytes(index[:-4] + (last + 7).to_bytes(4, "big"))
+    assert next_offset(seg) == 3000
+    # a torn tail: the last batch cut short
+    seg.index.write_bytes(index)
+    info = describe_segment(seg)
+    with seg.log.open("r+b") as f:
+        f.truncate(info.size - 10)
+    with pytest.raises(KafkaLogError) as err:
+        next_offset(seg)
+    assert str(seg.log) in str(err.value)
+    assert describe_segment(seg).read_error() is not None

@@ -298,6 +298,25 @@ def test_a_partition_dir_named_directly_is_known_from_one_listing(big_log, opts)
     assert files >= 9 and counts.get("head", 0) <= 2, (files, counts)
 
 
+def test_a_log_end_fetches_the_last_segment_s_tail_not_the_segment(big_log, opts):
+    """migrate's planner finds each partition's log end from its last segment's offset index
+    and the bytes after its last entry (Kafka's readNextOffset): on an object store a GET of the
+    index and of that tail, not of the whole segment."""
+    from kafkalog_spark.log.segment_info import next_offset
+
+    local, uri = big_log
+    (part,) = [p for p in discover([as_path(uri, opts)]).log_dirs[0].partitions
+               if p.topic == "orders" and p.partition == 0]
+    seg = part.segments[-1]
+    storage = storage_for(as_path(uri, opts))
+    storage.requests.reset()
+    end = next_offset(seg)
+    counts = storage.requests.reset()
+    local_last = sorted((local / "orders-0").glob("*.log"))[-1]
+    assert end == int(scan_entries(local_last.read_bytes()).last_offset[-1]) + 1
+    assert counts["bytes"] < seg.log_size / 4, (counts, seg.log_size)
+
+
 def test_offset_window_read_equals_local(big_log, opts):
     local, uri = big_log
     _, start, end = window(local)

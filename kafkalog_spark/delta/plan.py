@@ -32,7 +32,7 @@ from ..errors import KafkaLogError, Location
 from ..log.discovery import discover
 from ..log.history import found_with_remote_tier
 from ..log.model import PartitionDir
-from ..log.segment_info import describe_segment
+from ..log.segment_info import next_offset
 from ..log.selection import command_partitions
 from ..log.transactions import transaction_view
 from ..storage.atomic import read_checkpoint_file
@@ -228,12 +228,9 @@ def plan_table(path: Path, parts: list[SourcePartition], opts: MigrateOptions,
 
 
 def _log_end(part: PartitionDir) -> int:
-    """The partition's log end offset; its last segment must walk cleanly to its end."""
-    info = describe_segment(part.segments[-1])
-    error = info.read_error()
-    if error is not None:
-        raise error
-    return info.next_offset
+    """The partition's log end offset; its last segment's tail must walk cleanly to its end
+    (:func:`next_offset`: from its offset index's last entry, as Kafka finds it)."""
+    return next_offset(part.segments[-1])
 
 
 def _window(part: PartitionDir, start: int, end: int) -> tuple[str, ...]:

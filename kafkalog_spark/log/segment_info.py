@@ -15,6 +15,7 @@ from ..codec.files import naming as N
 from ..codec.records.scan import STOP_END, STOP_SIZE_TOO_SMALL, scan_entries, stop_error
 from ..errors import KafkaLogError, Location
 from ..storage import as_path, mapped_file
+from .lookup import check_offset_entry, log_bytes, offset_index
 from .model import Segment
 
 # --- one segment's contents ------------------------------------------------------------------
@@ -112,3 +113,32 @@ def describe_segment(segment: Segment | str | os.PathLike[str]) -> SegmentInfo:
         valid_bytes=table.stop_position, stop_code=table.stop_code,
         stop_reason=table.stop_reason, zero_tail=bool(zero_tail),
     )
+
+
+def next_offset(segment: Segment) -> int:
+    """The offset after the segment's last entry, as Kafka's ``LogSegment.readNextOffset``
+    finds it: a walk from the offset index's last entry (checked as a lookup checks it; from
+    byte 0 when the segment has no index, or its last entry does not fit the log) to the end of
+    the ``.log``, which the walk must reach cleanly. Only that tail is read (on an object store,
+    only that tail fetched): the log ends of many partitions with big active segments are
+    found without reading those segments.
+
+    Raises
+    ------
+    KafkaLogError
+        What a read of the segment raises where the walk stopped (a torn or corrupt tail).
+    """
+    with log_bytes(segment) as log:
+        index = offset_index(segment)
+        table = None
+        if index is not None:
+            o, p = index.lookup(np.iinfo(np.int64).max)
+            if (o, p) != (segment.base_offset, 0):
+                walked = log.walk(p)
+                if check_offset_entry(index, o, p, walked, log.size) is None:
+                    table = walked
+        if table is None:
+            table = log.walk(0)
+    if table.stop_code != STOP_END:
+        raise stop_error(table.stop_code, Location(str(segment.log), table.stop_position))
+    return int(table.last_offset[-1]) + 1 if len(table) else segment.base_offset
