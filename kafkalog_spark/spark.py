@@ -29,6 +29,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import threading
 from typing import TYPE_CHECKING, Any
 
 from .errors import SparkSetupError
@@ -172,6 +173,7 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
     builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
+    load_walk_meanwhile()
     spark = _start(builder, {**configured, **settings}.get("spark.jars.packages"))
     if chosen.startswith("local"):
         spark.sparkContext.setLogLevel("WARN")
@@ -202,6 +204,27 @@ def _needs_register(spark: Any) -> bool:
                     "source when spark.pyspark.python (%s) exists only on the executors; give "
                     "them as .option('storage.<name>', ...) on the read", python)
     return False
+
+
+def load_walk_meanwhile() -> threading.Thread:
+    """Load the entry-header walk from numba's cache in a background thread, while Spark
+    starts (seconds, waiting on the JVM with the GIL released). A driver plans by walking
+    segment tails — migrate's log ends, offset lookups — and numba's first load in a process
+    costs ~0.3 s, which a cold job otherwise paid on its driver before its first task
+    (BENCHMARKS.md); the first real walk waits for the thread under numba's lock."""
+    def load() -> None:
+        try:
+            import numpy as np
+
+            from .codec.records.scan import scan_entries
+
+            scan_entries(np.frombuffer(bytes(64), np.uint8))
+        except Exception:  # noqa: BLE001 - the first real walk loads it, and says why
+            log.debug("could not load the header walk ahead", exc_info=True)
+
+    thread = threading.Thread(target=load, name="kafkalog-load-walk", daemon=True)
+    thread.start()
+    return thread
 
 
 def _start(builder: Any, packages: str | None) -> "SparkSession":

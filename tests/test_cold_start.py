@@ -141,6 +141,11 @@ WARM_PROBE = textwrap.dedent("""
                 None if kernels is None else len(kernels) > 0]
 
     spark = session("local[2]")
+    import threading
+    for t in threading.enumerate():  # the driver's walk, loaded while Spark started
+        if t.name == "kafkalog-load-walk":
+            t.join(120)
+    driver = getattr(sys.modules["kafkalog_spark.codec.records.scan"]._walk, "signatures", None)
     sc = spark.sparkContext
     first = sc.parallelize(range(2), 2).map(probe).collect()  # the workers' first tasks
     table = pa.table({"value": [b"x" * 100] * 4000})
@@ -150,6 +155,7 @@ WARM_PROBE = textwrap.dedent("""
     limited = df.limit(100).count()  # tasks that stop reading early: their workers killed
     after = sc.parallelize(range(2), 2).map(probe).collect()
     print("GOT " + json.dumps({"first": first, "after": after, "limited": limited,
+                               "driver": None if driver is None else len(driver) > 0,
                                "all": df.count(), "daemon": sc.getConf().get(
                                    "spark.python.daemon.module")}))
     spark.stop()
@@ -161,7 +167,8 @@ WARM_PROBE = textwrap.dedent("""
 def test_a_local_sessions_workers_start_with_the_reader_loaded(tmp_path, daemon):
     """The package's daemon loads the data source's reader and writer, and the scan's kernels,
     before it forks: a worker's first task finds them loaded. pyspark's own daemon (chosen by
-    the user here) forks workers that load them on their first task, each."""
+    the user here) forks workers that load them on their first task, each. Either way the
+    driver loaded its header walk while Spark started."""
     env = dict(os.environ)
     env.pop("PYSPARK_GATEWAY_PORT", None)
     if daemon:
@@ -173,6 +180,8 @@ def test_a_local_sessions_workers_start_with_the_reader_loaded(tmp_path, daemon)
     assert got["limited"] == 100 and got["all"] == 32_000
     assert got["daemon"] == (daemon or DAEMON_MODULE)
     jit = os.environ.get("NUMBA_DISABLE_JIT") != "1"
+    # the driver's header walk was loaded while Spark started (its planning walks tails)
+    assert got["driver"] is (True if jit else None)
     if daemon:  # a fresh worker loads the package on its first task
         assert got["first"] == [[False, False, None]] * 2
         return
