@@ -102,6 +102,29 @@ def test_migrate_s3_log_dir_to_s3_table_incrementally(s3, opts, prefix, logs):
     assert remote_rows(s3, f"{prefix}/delta/orders") == log_rows(logs, topics=["orders"])
 
 
+def test_the_commit_check_lists_each_partition_dir_once(s3, opts, prefix, tmp_path):
+    """Before its commit a run checks that every segment it planned is still there: one
+    listing per partition dir, no HEAD request per segment; a segment removed meanwhile is
+    named."""
+    from kafkalog_spark.delta.migrate import _gone
+    from kafkalog_spark.storage import storage_for
+
+    logs = tmp_path / "logs"
+    kl.write_log(records(600, partitions=2), logs, segment_bytes=4096, max_batch_records=20)
+    upload(s3, logs, f"{prefix}/logs")
+    segments = [as_path(f"{prefix}/logs/{p.parent.name}/{p.name}", opts)
+                for p in sorted(logs.glob("*-*/*.log"))]
+    folders = {str(s.parent) for s in segments}
+    assert len(segments) > len(folders) >= 2
+    storage = storage_for(segments[0])
+    storage.requests.reset()
+    assert _gone(segments) == []
+    counts = storage.requests.reset()
+    assert counts.get("head", 0) == 0 and counts.get("list", 0) == len(folders), counts
+    s3.filesystem().delete_file(str(segments[1])[len("s3://"):])
+    assert [str(s) for s in _gone(segments)] == [str(segments[1])]
+
+
 def test_spark_engine_s3_to_s3(s3, opts, prefix, logs, spark):
     upload(s3, logs, f"{prefix}/logs")
     m = migrate(f"{prefix}/logs", f"{prefix}/delta", storage_options=opts, spark=spark)
