@@ -5,11 +5,12 @@ file order, a bounded batch of rows at a time, and every row routed to its topic
 per partition, its rows from the restore's start offset, its batches, whether it holds
 transactional batches and markers, whether the file order already gives its rows in offset
 order — what ``migrate`` writes — and about how much work restoring it is (bytes, by codec);
-it reads runs of consecutive files apart (a Spark task each) and puts them together in order. :func:`stream` then reads every column once and yields each
-partition's rows in whole batches (the rows of a batch that goes on in the next scanned batch
-are carried, one Kafka batch per partition at most). A partition whose rows are not in file
-order is read by :func:`windows` instead: offset windows, each a filtered scan (correct for any
-table, but each window reads the table again). Memory is bounded by the scan batch, the
+it reads runs of consecutive files apart (a Spark task each) and puts them together in order.
+:func:`stream` then reads every column once and yields each partition's rows in whole batches
+(the rows of a batch that goes on in the next scanned batch are carried, one Kafka batch per
+partition at most). A partition whose rows are not in file order is read by :func:`windows`
+instead: offset windows, each a filtered scan (correct for any table, but each window reads
+the table again). Memory is bounded by the scan batch, the
 carried batches and one window — not by the table's size or its files' row groups.
 """
 
