@@ -101,9 +101,9 @@ def survey_tables(tables: Sequence[Path], start_of: Callable[[Tp], int], spark: 
     the driver, the small columns of every row were restore's serial time; a task per table
     left most slots waiting on the biggest tables: issue 33)."""
     files = {t: data_files(t) for t in tables}
-    size = -(-sum(n for listed in files.values() for _, n in listed)
-             // max(1, spark.sparkContext.defaultParallelism if spark is not None else 1))
-    work = [(t, names, n) for t in tables for names, n in _runs(files[t], size)]
+    slots = 1 if spark is None else max(1, spark.sparkContext.defaultParallelism)
+    share = -(-sum(n for listed in files.values() for _, n in listed) // slots)
+    work = [(t, names, n) for t in tables for names, n in _runs(files[t], share)]
     if spark is None or len(work) < 2:
         done = [survey_files(t, names, n, start_of) for t, names, n in work]
     else:
@@ -111,8 +111,10 @@ def survey_tables(tables: Sequence[Path], start_of: Callable[[Tp], int], spark: 
         got = dict(spark.sparkContext.parallelize(todo, len(todo))
                    .map(lambda w: (w[0], survey_files(*w[1], start_of))).collect())
         done = [got[i] for i in range(len(work))]
-    return {t: _in_file_order([d for (w, _, _), d in zip(work, done) if w == t])
-            for t in tables}
+    runs: dict[Path, list[dict[Tp, Survey]]] = {t: [] for t in tables}
+    for (t, _, _), found in zip(work, done):  # in the table's file order
+        runs[t].append(found)
+    return {t: _in_file_order(runs[t]) for t in tables}
 
 
 def _runs(files: list[tuple[str, int]], size: int) -> Iterator[tuple[list[str], int]]:

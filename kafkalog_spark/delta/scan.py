@@ -120,10 +120,11 @@ def _scan_with_vectors(table: Path, columns: list[str], where: pc.Expression | N
     keep = _keep_masks(dt)
     fs = storage_for(table)
     names = [unquote(rel) for rel in adds["path"].to_pylist()]
-    wanted = set(names if files is None else files)
-    _check_listed(table, list(wanted), set(names))
+    wanted = None if files is None else set(files)
+    if files is not None:
+        _check_listed(table, files, set(names))
     for i, name in enumerate(names):
-        if name not in wanted:
+        if wanted is not None and name not in wanted:
             continue
         values = parts[i] if parts is not None else {}
         mask = keep.get(name)
