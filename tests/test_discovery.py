@@ -340,3 +340,32 @@ def test_next_offset_is_kafka_s_walk_from_the_last_index_entry(shared_fixtures: 
         next_offset(seg)
     assert str(seg.log) in str(err.value)
     assert describe_segment(seg).read_error() is not None
+
+
+def test_a_read_planned_from_an_earlier_discovery_is_the_read_planned_by_listing(
+        shared_fixtures: Path, tmp_path: Path) -> None:
+    """``found_again`` (migrate plans each table's read from the run's one discovery of its
+    log dirs): for every real broker's partition dirs, a read planned from it is the read
+    planned by listing them; a path the discovery does not hold as a partition dir (a log
+    dir, another folder) is listed instead."""
+    import json
+
+    from kafkalog_spark.datasource.plan import plan_scan
+    from kafkalog_spark.log.discovery import found_again
+
+    planned = 0
+    for log_dir in ALL_LOG_DIRS:
+        found = discover(shared_fixtures / log_dir)
+        parts = [p for d in found.log_dirs for p in d.partitions if p.segments]
+        paths = [str(p.path) for p in reversed(parts)]  # any order, as discover takes them
+        again = found_again(found, paths)
+        assert again == discover(paths)
+        for part in parts:
+            options = {"path": str(part.path),
+                       "assign": json.dumps({part.topic: [part.partition]})}
+            from_found = plan_scan(options, found=found_again(found, [str(part.path)]))
+            assert from_found == plan_scan(options), part.path
+            planned += bool(from_found.splits)
+        assert found_again(found, [str(shared_fixtures / log_dir)]) is None
+        assert found_again(found, [*paths, str(tmp_path)]) is None
+    assert planned >= 20

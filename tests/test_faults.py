@@ -472,12 +472,14 @@ def test_delta_migration_file_size_limit(delta_case, limit: int) -> None:
     delta_rerun(logs, dest, dest)
 
 
-@pytest.mark.parametrize("what", ["segment", "data file"])
-def test_delta_migration_file_vanishes(delta_case, tmp_path: Path, what: str) -> None:
-    """A source segment removed after planning (the read then skips it), or a Parquet file of
-    the run removed before the commit: the run fails naming the file and commits nothing (the
-    table never records offsets over a hole, nor adds a missing file); once the segment is
-    back, the re-run migrates every record exactly once."""
+@pytest.mark.parametrize("what, when", [("segment", "planned"), ("segment", "files-written"),
+                                        ("data file", "files-written")])
+def test_delta_migration_file_vanishes(delta_case, tmp_path: Path, what: str, when: str) -> None:
+    """A source segment removed after planning (the read, planned from the run's listing,
+    fails to open it) or after the read, or a Parquet file of the run removed before the
+    commit: the run fails naming the file and commits nothing (the table never records
+    offsets over a hole, nor adds a missing file); once the segment is back, the re-run
+    migrates every record exactly once."""
     from kafkalog_spark.delta import migrate
     from kafkalog_spark.errors import LogDirError
 
@@ -488,15 +490,18 @@ def test_delta_migration_file_vanishes(delta_case, tmp_path: Path, what: str) ->
     gone: list[Path] = []
 
     def step(name: str, path: Path) -> None:
-        if what == "segment" and name == "planned":
+        if name != when:
+            return
+        if what == "segment":
             segment.unlink()
             gone.append(segment)
-        if what == "data file" and name == "files-written":
+        else:
             gone.append(sorted((path).rglob("part-kafkalog-*.parquet"),
                                key=lambda p: p.stat().st_mtime)[-1])
             gone[0].unlink()
 
-    with pytest.raises(LogDirError, match=f"a {what} vanished while migrating") as info:
+    said = "cannot open file" if when == "planned" else f"a {what} vanished while migrating"
+    with pytest.raises(LogDirError, match=said) as info:
         migrate(logs, dest, topics=["orders"], step=step)
     assert info.value.file == str(gone[0])
     if what == "segment":

@@ -22,7 +22,7 @@ from kafkalog_spark.errors import LogDirError
 from kafkalog_spark.codec.files.naming import WRITING_MARKER
 from kafkalog_spark.storage import as_path, user_paths
 
-from test_delta_migrate import COLUMNS, Killed, log_rows, records
+from test_delta_migrate import COLUMNS, Killed, delta_rows, log_rows, records
 
 # slow: object-store plumbing, run once (not again in the plain-Python pass, which re-runs the
 # kernels these tests reach through other tests)
@@ -123,6 +123,28 @@ def test_the_commit_check_lists_each_partition_dir_once(s3, opts, prefix, tmp_pa
     assert counts.get("head", 0) == 0 and counts.get("list", 0) == len(folders), counts
     s3.filesystem().delete_file(str(segments[1])[len("s3://"):])
     assert [str(s) for s in _gone(segments)] == [str(segments[1])]
+
+
+def test_a_run_lists_its_source_partition_dirs_to_plan_and_to_check_only(s3, opts, prefix,
+                                                                         tmp_path):
+    """A run lists its log dir and each partition dir once to plan, and each partition dir
+    once more to check its segments before committing: the tables' reads are planned from
+    that one listing (before: each pending partition dir was asked whether it exists, is a
+    file, is a partition dir, and listed again — two LISTs and two HEADs more each)."""
+    from kafkalog_spark.storage import storage_for
+
+    logs = tmp_path / "logs"
+    kl.write_log(records(600, partitions=3), logs, segment_bytes=4096, max_batch_records=20)
+    kl.write_log(records(90, topic="users", partitions=1), logs, codec="gzip")
+    upload(s3, logs, f"{prefix}/logs")
+    storage = storage_for(as_path(f"{prefix}/logs", opts))
+    storage.requests.reset()
+    m = migrate(f"{prefix}/logs", tmp_path / "delta", source_storage_options=opts)
+    counts = storage.requests.reset()
+    assert m["records"] == 690
+    folders = 4
+    assert counts["list"] <= 2 * folders + 2, counts  # 18 before
+    assert delta_rows(tmp_path / "delta" / "orders") == log_rows(logs, topics=["orders"])
 
 
 def test_spark_engine_s3_to_s3(s3, opts, prefix, logs, spark):

@@ -27,7 +27,7 @@ from ..errors import InvalidOptionError
 from ..log.discovery import discover
 from ..log.history import check_history, segment_max_offset, with_remote_tier
 from ..log.lookup import find_timestamp
-from ..log.model import PartitionDir, Segment
+from ..log.model import LogDirs, PartitionDir, Segment
 from ..log.partition_state import at_log_start, checkpointed_log_starts
 from ..log.selection import check_selection, readable_partitions
 from ..log.transactions import transaction_view
@@ -88,13 +88,17 @@ def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
 # --- planning --------------------------------------------------------------------------------
 
 
-def plan_scan(options: ReadOptions | Mapping[str, str]) -> ScanPlan:
+def plan_scan(options: ReadOptions | Mapping[str, str], *, found: LogDirs | None = None
+              ) -> ScanPlan:
     """Plan a scan: the splits Spark runs as tasks, from listings and small metadata only.
 
     Parameters
     ----------
     options : ReadOptions or mapping
         Parsed options, or the raw option map (parsed strictly).
+    found : LogDirs, optional
+        What :func:`~kafkalog_spark.log.discovery.discover` found at the options' paths,
+        when the caller has listed them already; else they are discovered here.
 
     Returns
     -------
@@ -110,7 +114,8 @@ def plan_scan(options: ReadOptions | Mapping[str, str]) -> ScanPlan:
     """
     opts = options if isinstance(options, ReadOptions) else parse_read_options(options)
     plan = ScanPlan()
-    found = discover(list(opts.paths))
+    if found is None:
+        found = discover(list(opts.paths))
     live = readable_partitions(found, loose_topic=opts.loose_topic,
                                loose_partition=opts.loose_partition)
     check_selection(live, opts.paths, topics=opts.topics, pattern=opts.topic_pattern,

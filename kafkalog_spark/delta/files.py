@@ -24,6 +24,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import KafkaLogError, Location
+from ..log.discovery import found_again
+from ..log.model import LogDirs
 from ..storage import storage_for
 from .columns import partition_values, transform
 from .commit import FILE_PREFIX, DataFile, data_file
@@ -51,8 +53,10 @@ BUFFER_BYTES = 128 << 20  # all files' buffers together; above it the largest is
 
 
 def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tuple[str, ...],
-                run_id: str) -> list[DataFile]:
-    """Read this run's records of one table in this process and write them as Parquet files.
+                run_id: str, found: LogDirs | None = None) -> list[DataFile]:
+    """Read this run's records of one table in this process and write them as Parquet files;
+    ``found``: the run's discovery of its sources (the read is planned from it, not listed
+    again).
 
     Returns
     -------
@@ -69,7 +73,8 @@ def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tup
     from ..datasource.plan import plan_scan
 
     opts = parse_read_options(read_options)
-    written = write_splits(plan_scan(opts).splits, opts, plan.schema, partition_by, plan.path,
+    again = None if found is None else found_again(found, opts.paths)
+    written = write_splits(plan_scan(opts, found=again).splits, opts, plan.schema, partition_by, plan.path,
                            run_id)
     return [data_file(plan.path, rel, dict(zip(partition_by, values))) for rel, values in written]
 

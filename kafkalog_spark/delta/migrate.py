@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidOptionError, Location, LogDirError
+from ..log.model import LogDirs
 from ..storage import as_path, storage_for, user_paths
 from ..storage.paths import ObjectPath
 from .commit import (begin_run, clean_killed_runs, commit, delta_table, end_run, migrated_offsets,
@@ -109,7 +110,8 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
     dest = as_path(dest, storage_options)
     with contextlib.ExitStack() as held:  # the migration lock of every table of the run
         planned: list[tuple[TablePlan, dict[str, int], str]] = []
-        for name, parts in sorted(source_partitions(srcs, opts).items()):
+        tables, found = source_partitions(srcs, opts)
+        for name, parts in sorted(tables.items()):
             path = dest / name if opts.layout == "per-topic" else dest
             app_ids = [opts.app_id(s.part.topic or "", s.part.partition or 0) for s in parts]
             if dry_run:
@@ -127,7 +129,7 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
             _step(step, "planned", path)
             planned.append((plan, reached, writers.of(path)))
         for (plan, _, writer), done in zip(planned, _run_tables(planned, opts, spark, run_id,
-                                                                step)):
+                                                                step, found)):
             metrics["tables"].append(_table_metrics(plan, writer, done))
             metrics["records"] += done.records
             metrics["files"] += done.files
@@ -142,14 +144,16 @@ def pending(metrics: dict) -> int:
 
 
 def _run_tables(planned: list[tuple[TablePlan, dict[str, int], str]], opts: MigrateOptions,
-                spark: Any, run_id: str, step: Step | None) -> Iterator["_Done"]:
-    """What was committed to each planned table, in order. The Spark engine writes the
+                spark: Any, run_id: str, step: Step | None, found: LogDirs
+                ) -> Iterator["_Done"]:
+    """What was committed to each planned table, in order; the tables' reads are planned
+    from ``found``, the run's discovery of its sources. The Spark engine writes the
     files of every delta-rs table in one Spark job (a job per table cost ~1.7 s each: many
     small topics added up), then commits table by table; the local engine and the delta-spark
     writer go table by table."""
     if spark is None or opts.engine == "local":
         for plan, reached, writer in planned:
-            yield _run_table(plan, opts, spark, writer, run_id, reached, step)
+            yield _run_table(plan, opts, spark, writer, run_id, reached, step, found)
         return
     from .spark_job import TableWrite, write_spark
 
@@ -158,16 +162,17 @@ def _run_tables(planned: list[tuple[TablePlan, dict[str, int], str]], opts: Migr
                        plan.read_options(opts),
                        plan.path.options if isinstance(plan.path, ObjectPath) else None)
             for plan in pending]
-    written = iter(write_spark(spark, jobs, opts.partition_by, run_id))
+    written = iter(write_spark(spark, jobs, opts.partition_by, run_id, found))
     for plan, reached, writer in planned:
         if writer == "delta-spark" or not plan.pending:
-            yield _run_table(plan, opts, spark, writer, run_id, reached, step)
+            yield _run_table(plan, opts, spark, writer, run_id, reached, step, found)
         else:
             yield _commit_table(plan, next(written), opts, run_id, reached, step)
 
 
 def _run_table(plan: TablePlan, opts: MigrateOptions, spark: Any, writer: str,
-               run_id: str, reached: dict[str, int], step: Step | None) -> "_Done":
+               run_id: str, reached: dict[str, int], step: Step | None, found: LogDirs
+               ) -> "_Done":
     if not plan.pending:
         return _Done()
     read_options = plan.read_options(opts)
@@ -176,7 +181,7 @@ def _run_table(plan: TablePlan, opts: MigrateOptions, spark: Any, writer: str,
     begin_run(plan.path, run_id)
     from .files import write_local
 
-    files = write_local(plan, read_options, opts.partition_by, run_id)
+    files = write_local(plan, read_options, opts.partition_by, run_id, found)
     return _commit_table(plan, files, opts, run_id, reached, step)
 
 

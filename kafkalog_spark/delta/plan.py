@@ -31,7 +31,7 @@ from ..datasource.options import STORAGE_PREFIX
 from ..errors import KafkaLogError, Location
 from ..log.discovery import discover
 from ..log.history import found_with_remote_tier
-from ..log.model import PartitionDir
+from ..log.model import LogDirs, PartitionDir
 from ..log.segment_info import next_offset
 from ..log.selection import command_partitions
 from ..log.transactions import transaction_view
@@ -137,14 +137,16 @@ class SourcePartition(NamedTuple):
 
 
 def source_partitions(sources: Sequence[PathLike], opts: MigrateOptions
-                      ) -> dict[str, list[SourcePartition]]:
+                      ) -> tuple[dict[str, list[SourcePartition]], LogDirs]:
     """The live partitions the options select, grouped by table name (the topic, or ``""`` for
-    the single layout). Their log ends are read here, before a run writes anything: a last
-    segment that does not walk to its end fails the run with nothing created."""
-    found = discover(list(sources))
-    command_partitions(found, topics=opts.topics, pattern=opts.topic_pattern)
+    the single layout), and the discovery they come from (before the remote tier is added),
+    from which the tables' reads are planned without listing the log dirs again. Their log
+    ends are read here, before a run writes anything: a last segment that does not walk to
+    its end fails the run with nothing created."""
+    listed = discover(list(sources))
+    command_partitions(listed, topics=opts.topics, pattern=opts.topic_pattern)
     first = sources[0] if sources else None
-    found = found_with_remote_tier(found, as_remote_tier(
+    found = found_with_remote_tier(listed, as_remote_tier(
         opts.remote_tier, opts.remote_tier_layout,
         first.options if isinstance(first, ObjectPath) else None, opts.remote_tier_private_key))
     out: dict[str, list[SourcePartition]] = {}
@@ -155,7 +157,7 @@ def source_partitions(sources: Sequence[PathLike], opts: MigrateOptions
             _add(out, part, starts.get((part.topic, part.partition)), opts)
     for part in found.partitions:
         _add(out, part, None, opts)
-    return out
+    return out, listed
 
 
 def _add(out: dict, part: PartitionDir, checkpointed: int | None, opts: MigrateOptions) -> None:

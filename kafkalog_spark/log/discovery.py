@@ -73,6 +73,25 @@ def discover(paths: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -
         raise LogDirError(exc.strerror or str(exc), Location(file=exc.filename)) from None
 
 
+def found_again(found: LogDirs, paths: Sequence[str | os.PathLike[str]]) -> LogDirs | None:
+    """What :func:`discover` finds at ``paths`` when each is a partition dir ``found`` holds,
+    taken from ``found`` instead of listed again; ``None`` when one is not (discover them).
+
+    A migration lists its log dirs once, then plans each table's read of some of their
+    partition dirs: listing them again cost as much as the first listing (0.2 s for 4,146
+    segments; a request per partition dir on an object store), and the read is planned from
+    the very listing the run was planned from."""
+    by_path = {str(p.path): p for p in found.all_partition_dirs()}
+    picked: dict[str, PartitionDir] = {}
+    for path in paths:
+        part = by_path.get(str(path))
+        if part is None:
+            return None
+        picked[str(path)] = part
+    again = LogDirs(partitions=tuple(sorted(picked.values(), key=_partition_key)))
+    return LogDirs(again.log_dirs, again.partitions, _duplicates(again))
+
+
 @contextmanager
 def _gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while listing: discovery builds only acyclic objects
