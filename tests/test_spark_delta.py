@@ -100,3 +100,41 @@ def test_small_segments_are_packed_into_few_tasks_and_files(spark, tmp_path):
     assert m["files"] <= 16 < segments  # about one task per core (minPartitions), a few files
     assert delta_rows(dest) == log_rows(logs)
     assert parquet_on_disk(dest) == table_files(dest)
+
+
+def test_tables_commit_at_once_and_a_failed_commit_is_raised_then_resumed(spark, tmp_path,
+                                                                         monkeypatch):
+    """After the Spark job the tables commit in a few threads (each commit waits on its
+    store); one table's failed commit is raised, the tables not yet started are not
+    committed, and the next run commits every table exactly once."""
+    import importlib
+    import threading
+
+    M = importlib.import_module("kafkalog_spark.delta.migrate")  # the package's `migrate` is
+    # the function
+
+    logs, dest = tmp_path / "logs", tmp_path / "delta"
+    topics = [f"t{i}" for i in range(6)]
+    for topic in topics:
+        kl.write_log(records(60, topic=topic, partitions=1), logs)
+    real_commit = M.commit
+    threads: set[str] = set()
+
+    def commit(path, *args, **kwargs):
+        threads.add(threading.current_thread().name)
+        if path.name == "t3" and not threads & {"second run"}:
+            raise RuntimeError("the store refused t3's commit")
+        return real_commit(path, *args, **kwargs)
+
+    monkeypatch.setattr(M, "commit", commit)
+    with pytest.raises(RuntimeError, match="t3"):
+        migrate(logs, dest, spark=spark)
+    assert len({t for t in threads if t.startswith("kafkalog-commit")}) >= 2, threads
+    committed = [t for t in topics if (dest / t / "_delta_log").exists()]
+    assert "t3" not in committed
+    threads.add("second run")
+    again = migrate(logs, dest, spark=spark)
+    assert again["records"] == 60 * (len(topics) - len(committed))
+    for topic in topics:
+        assert delta_rows(dest / topic) == log_rows(logs, topics=[topic])
+        assert parquet_on_disk(dest / topic) == table_files(dest / topic)

@@ -17,7 +17,9 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +38,7 @@ if TYPE_CHECKING:
 
 PathLike = str | os.PathLike[str]
 Step = Callable[[str, Path], None]
+COMMIT_THREADS = 8  # tables committed at once after the Spark engine's job
 
 
 def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
@@ -157,17 +160,38 @@ def _run_tables(planned: list[tuple[TablePlan, dict[str, int], str]], opts: Migr
         return
     from .spark_job import TableWrite, write_spark
 
-    pending = [plan for plan, _, writer in planned if plan.pending and writer == "delta-rs"]
+    pending = [(plan, reached) for plan, reached, writer in planned
+               if plan.pending and writer == "delta-rs"]
     jobs = [TableWrite(str(plan.path), str(begin_run(plan.path, run_id)), plan.schema,
                        plan.read_options(opts),
                        plan.path.options if isinstance(plan.path, ObjectPath) else None)
-            for plan in pending]
-    written = iter(write_spark(spark, jobs, opts.partition_by, run_id, found))
+            for plan, _ in pending]
+    written = write_spark(spark, jobs, opts.partition_by, run_id, found)
+    commits = _commits([partial(_commit_table, plan, files, opts, run_id, reached, step)
+                        for (plan, reached), files in zip(pending, written)], step is None)
     for plan, reached, writer in planned:
         if writer == "delta-spark" or not plan.pending:
             yield _run_table(plan, opts, spark, writer, run_id, reached, step, found)
         else:
-            yield _commit_table(plan, next(written), opts, run_id, reached, step)
+            yield next(commits)
+
+
+def _commits(calls: list[Callable[[], "_Done"]], at_once: bool) -> Iterator["_Done"]:
+    """The results of the tables' commits ``calls``, in order. ``at_once``: up to
+    :data:`COMMIT_THREADS` at a time — each table's commit is its own (its folder, its log,
+    its offsets), and most of one is waiting on the store (a commit is several requests on
+    an object store: a thousand topics committed one by one waited minutes); the first
+    failure cancels those not started and is raised. Else (``step`` given: crash tests,
+    progress) one after the other, as a run that dies at a step stops there."""
+    if not at_once or len(calls) < 2:
+        yield from (call() for call in calls)
+        return
+    pool = ThreadPoolExecutor(min(COMMIT_THREADS, len(calls)), "kafkalog-commit")
+    try:
+        for future in [pool.submit(call) for call in calls]:
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _run_table(plan: TablePlan, opts: MigrateOptions, spark: Any, writer: str,
