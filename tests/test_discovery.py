@@ -13,7 +13,7 @@ from kafkalog_spark.codec.records.scan import (STOP_END, STOP_PARTIAL_ENTRY, STO
                                                scan_entries)
 from kafkalog_spark.errors import KafkaLogError, LogDirError
 from kafkalog_spark.log.discovery import discover
-from kafkalog_spark.log.segment_info import describe_segment, next_offset
+from kafkalog_spark.log.segment_info import describe_segment, log_tail, next_offset
 
 ANCHOR = "anchor123__kafka/tmp/kafka-logs"
 TUYEN = "tuyen-nnt__kafka_2.13-3.0.0/data/kafka"
@@ -299,17 +299,30 @@ def test_next_offset_is_kafka_s_walk_from_the_last_index_entry(shared_fixtures: 
                                                                tmp_path: Path) -> None:
     """``next_offset`` (a partition's log end, read by migrate's planner) walks only from the
     offset index's last entry, as Kafka's readNextOffset: the same answer as walking the whole
-    segment for every real broker's last segments; an index entry that does not fit the log
-    sends it back to byte 0; a torn tail is refused where it starts."""
+    segment for every real broker's last segments, and the codec of the last entry with it
+    (``log_tail``); an index entry that does not fit the log sends it back to byte 0; a torn
+    tail is refused where it starts."""
     import kafkalog_spark as kl
     from test_read_write import records
 
+    codecs = set()
     for log_dir in ALL_LOG_DIRS:
         for d in discover(shared_fixtures / log_dir).log_dirs:
             for part in d.partitions:
                 if part.segments:
                     seg = part.segments[-1]
                     assert next_offset(seg) == describe_segment(seg).next_offset, seg.log
+                    # the tail's codec is the last entry's of a walk of the whole segment
+                    whole = scan_entries(np.frombuffer(seg.log.read_bytes(), np.uint8))
+                    tail = log_tail(seg)
+                    assert tail.codec == (int(whole.codec[-1]) if len(whole) else None)
+                    codecs.add(tail.codec)
+    assert 0 in codecs
+    for codec, cid in (("gzip", 1), ("lz4", 3), ("zstd", 4)):
+        kl.write_log(records(50), tmp_path / codec, codec=codec)
+        (part,) = discover(tmp_path / codec).log_dirs[0].partitions
+        tail = log_tail(part.segments[-1])
+        assert (tail.next_offset, tail.codec) == (50, cid)
     kl.write_log(records(3000), tmp_path, max_batch_records=20, index_interval_bytes=1024)
     (part,) = discover(tmp_path).log_dirs[0].partitions
     seg = part.segments[-1]

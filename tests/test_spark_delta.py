@@ -102,6 +102,49 @@ def test_small_segments_are_packed_into_few_tasks_and_files(spark, tmp_path):
     assert parquet_on_disk(dest) == table_files(dest)
 
 
+def test_tasks_are_packed_by_work_each_partition_weighed_by_its_codec(tmp_path):
+    """migrate's tasks hold about equal work, not bytes: a gzip partition's bytes weigh
+    LOG_CODEC_COST["gzip"] times an uncompressed one's (its codec: its last entry's, read
+    with its log end), so its tasks hold fewer bytes; without the codecs the same splits
+    pack by bytes alone."""
+    from kafkalog_spark.datasource.splits import split_bytes
+    from kafkalog_spark.delta.options import parse_migrate_options
+    from kafkalog_spark.delta.plan import SourceListing, plan_table, source_partitions
+    from kafkalog_spark.delta.spark_job import LOG_CODEC_COST, TableWrite, plan_tasks
+
+    logs = tmp_path / "logs"
+    for topic, codec in (("plain", "none"), ("zipped", "gzip")):
+        kl.write_log(records(4000, topic=topic, partitions=1), logs, codec=codec,
+                     segment_bytes=16 * 1024, max_batch_records=1)  # one record per batch:
+    # the same bytes either way
+    opts = parse_migrate_options({})
+    tables, listing = source_partitions([str(logs)], opts)
+    assert sorted(listing.codecs.values()) == [0, 1]
+    jobs = []
+    for name, parts in sorted(tables.items()):
+        plan = plan_table(tmp_path / "delta" / name, parts, opts, {})
+        jobs.append(TableWrite(str(plan.path), "", plan.schema, plan.read_options(opts)))
+
+    def bytes_per_task(tasks, table: int) -> float:
+        mine = [sum(split_bytes(s) for i, s in t.items if i == table) for t in tasks]
+        mine = [b for b in mine if b]
+        return sum(mine) / len(mine)
+
+    by_work = plan_tasks(jobs, 16, listing)
+    by_bytes = plan_tasks(jobs, 16, SourceListing(listing.found))
+    names = sorted(tables)
+    plain, zipped = names.index("plain"), names.index("zipped")
+    ratio = bytes_per_task(by_work, plain) / bytes_per_task(by_work, zipped)
+    assert ratio == pytest.approx(LOG_CODEC_COST["gzip"], rel=0.25), ratio
+    ratio = bytes_per_task(by_bytes, plain) / bytes_per_task(by_bytes, zipped)
+    assert ratio == pytest.approx(1.0, rel=0.25), ratio
+    # the same splits either way, each once
+    def splits(tasks):
+        return sorted((str(s.segment.log), s.start_position) for t in tasks for _, s in t.items)
+
+    assert splits(by_work) == splits(by_bytes) and len(set(splits(by_work))) > 16
+
+
 def test_tables_commit_at_once_and_a_failed_commit_is_raised_then_resumed(spark, tmp_path,
                                                                          monkeypatch):
     """After the Spark job the tables commit in a few threads (each commit waits on its

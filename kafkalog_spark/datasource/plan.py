@@ -15,7 +15,7 @@ The tasks read them with :func:`kafkalog_spark.datasource.reader.read_split`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -54,11 +54,12 @@ class ScanPlan:
 
 
 def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
-                min_tasks: int = DEFAULT_MIN_PARTITIONS, open_cost: int = OPEN_COST_BYTES
-                ) -> list[KafkaLogTask]:
+                min_tasks: int = DEFAULT_MIN_PARTITIONS, open_cost: int = OPEN_COST_BYTES,
+                cost: Callable[[KafkaLogSplit], float] | None = None) -> list[KafkaLogTask]:
     """Group consecutive splits into Spark tasks, as Spark's file source packs small files.
 
-    Each split weighs its bytes plus ``open_cost``; a task holds at most ``max_bytes`` of
+    Each split weighs its bytes plus ``open_cost`` (times ``cost(split)`` when given: its work
+    per byte, relative to uncompressed data); a task holds at most ``max_bytes`` of
     weight (a heavier split is a task of its own) and about ``total / n`` where
     ``n = max(min_tasks, total / max_bytes)``, so small inputs keep ``min_tasks``-way
     parallelism. With at most ``min_tasks`` splits every split is its own task. Why: a Spark
@@ -68,7 +69,8 @@ def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
     """
     if len(splits) <= min_tasks:
         return [KafkaLogTask((s,)) for s in splits]
-    weights = [split_bytes(s) + open_cost for s in splits]
+    weights = [split_bytes(s) + open_cost if cost is None
+               else int((split_bytes(s) + open_cost) * cost(s)) for s in splits]
     total = sum(weights)
     target = min(max_bytes, max(1, -(-total // max(min_tasks, -(-total // max_bytes)))))
     tasks: list[KafkaLogTask] = []

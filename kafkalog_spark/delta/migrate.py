@@ -31,7 +31,7 @@ from .commit import (begin_run, clean_killed_runs, commit, delta_table, end_run,
                      table_exists, table_lock)
 from .history import RUN_ID_KEY, run_commits
 from .options import MigrateOptions, parse_migrate_options
-from .plan import TablePlan, plan_table, source_partitions
+from .plan import SourceListing, TablePlan, plan_table, source_partitions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -113,7 +113,7 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
     dest = as_path(dest, storage_options)
     with contextlib.ExitStack() as held:  # the migration lock of every table of the run
         planned: list[tuple[TablePlan, dict[str, int], str]] = []
-        tables, found = source_partitions(srcs, opts)
+        tables, listing = source_partitions(srcs, opts)
         for name, parts in sorted(tables.items()):
             path = dest / name if opts.layout == "per-topic" else dest
             app_ids = [opts.app_id(s.part.topic or "", s.part.partition or 0) for s in parts]
@@ -132,7 +132,7 @@ def migrate(sources: PathLike | Sequence[PathLike], dest: PathLike, *,
             _step(step, "planned", path)
             planned.append((plan, reached, writers.of(path)))
         for (plan, _, writer), done in zip(planned, _run_tables(planned, opts, spark, run_id,
-                                                                step, found)):
+                                                                step, listing)):
             metrics["tables"].append(_table_metrics(plan, writer, done))
             metrics["records"] += done.records
             metrics["files"] += done.files
@@ -147,16 +147,16 @@ def pending(metrics: dict) -> int:
 
 
 def _run_tables(planned: list[tuple[TablePlan, dict[str, int], str]], opts: MigrateOptions,
-                spark: Any, run_id: str, step: Step | None, found: LogDirs
+                spark: Any, run_id: str, step: Step | None, listing: SourceListing
                 ) -> Iterator["_Done"]:
     """What was committed to each planned table, in order; the tables' reads are planned
-    from ``found``, the run's discovery of its sources. The Spark engine writes the
+    from ``listing``, what planning the run read of its sources. The Spark engine writes the
     files of every delta-rs table in one Spark job (a job per table cost ~1.7 s each: many
     small topics added up), then commits table by table; the local engine and the delta-spark
     writer go table by table."""
     if spark is None or opts.engine == "local":
         for plan, reached, writer in planned:
-            yield _run_table(plan, opts, spark, writer, run_id, reached, step, found)
+            yield _run_table(plan, opts, spark, writer, run_id, reached, step, listing.found)
         return
     from .spark_job import TableWrite, write_spark
 
@@ -166,12 +166,12 @@ def _run_tables(planned: list[tuple[TablePlan, dict[str, int], str]], opts: Migr
                        plan.read_options(opts),
                        plan.path.options if isinstance(plan.path, ObjectPath) else None)
             for plan, _ in pending]
-    written = write_spark(spark, jobs, opts.partition_by, run_id, found)
+    written = write_spark(spark, jobs, opts.partition_by, run_id, listing)
     commits = _commits([partial(_commit_table, plan, files, opts, run_id, reached, step)
                         for (plan, reached), files in zip(pending, written)], step is None)
     for plan, reached, writer in planned:
         if writer == "delta-spark" or not plan.pending:
-            yield _run_table(plan, opts, spark, writer, run_id, reached, step, found)
+            yield _run_table(plan, opts, spark, writer, run_id, reached, step, listing.found)
         else:
             yield next(commits)
 

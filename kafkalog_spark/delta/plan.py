@@ -32,7 +32,7 @@ from ..errors import KafkaLogError, Location
 from ..log.discovery import discover
 from ..log.history import found_with_remote_tier
 from ..log.model import LogDirs, PartitionDir
-from ..log.segment_info import next_offset
+from ..log.segment_info import log_tail
 from ..log.selection import command_partitions
 from ..log.transactions import transaction_view
 from ..storage.atomic import read_checkpoint_file
@@ -128,19 +128,31 @@ class TablePlan:
 class SourcePartition(NamedTuple):
     """A live partition to migrate, with its log start and log end offsets; ``elsewhere``: the
     checkpointed log start when it lies below the first segment read (tiered storage without
-    its remote tier: those offsets are in the tier)."""
+    its remote tier: those offsets are in the tier); ``codec``: the codec id of its last entry
+    (``None``: no entry)."""
 
     part: PartitionDir
     log_start: int
     log_end: int
     elsewhere: int | None = None
+    codec: int | None = None
+
+
+@dataclass(frozen=True)
+class SourceListing:
+    """What planning a run read of its sources, from which the tables' reads are planned
+    without reading it again: the discovery (before the remote tier is added) and each
+    partition's codec by partition dir (its last entry's: a topic's producers mostly use
+    one), which weighs the partition's share of the work."""
+
+    found: LogDirs
+    codecs: dict[str, int] = field(default_factory=dict)  # str(partition dir) -> codec id
 
 
 def source_partitions(sources: Sequence[PathLike], opts: MigrateOptions
-                      ) -> tuple[dict[str, list[SourcePartition]], LogDirs]:
+                      ) -> tuple[dict[str, list[SourcePartition]], SourceListing]:
     """The live partitions the options select, grouped by table name (the topic, or ``""`` for
-    the single layout), and the discovery they come from (before the remote tier is added),
-    from which the tables' reads are planned without listing the log dirs again. Their log
+    the single layout), and what was read to find them (:class:`SourceListing`). Their log
     ends are read here, before a run writes anything: a last segment that does not walk to
     its end fails the run with nothing created."""
     listed = discover(list(sources))
@@ -157,7 +169,9 @@ def source_partitions(sources: Sequence[PathLike], opts: MigrateOptions
             _add(out, part, starts.get((part.topic, part.partition)), opts)
     for part in found.partitions:
         _add(out, part, None, opts)
-    return out, listed
+    codecs = {str(s.part.path): s.codec for table in out.values() for s in table
+              if s.codec is not None}
+    return out, SourceListing(listed, codecs)
 
 
 def _add(out: dict, part: PartitionDir, checkpointed: int | None, opts: MigrateOptions) -> None:
@@ -165,10 +179,13 @@ def _add(out: dict, part: PartitionDir, checkpointed: int | None, opts: MigrateO
         return
     first = part.segments[0].base_offset if part.segments else 0
     log_start = first if checkpointed is None else max(first, checkpointed)
-    log_end = _log_end(part) if part.segments else log_start
+    # its last segment's tail must walk cleanly to its end (log_tail: from its offset index's
+    # last entry, as Kafka finds it)
+    tail = log_tail(part.segments[-1]) if part.segments else None
+    log_end = log_start if tail is None else tail.next_offset
     elsewhere = checkpointed if checkpointed is not None and checkpointed < first else None
     out.setdefault(part.topic if opts.layout == "per-topic" else "", []).append(
-        SourcePartition(part, log_start, log_end, elsewhere))
+        SourcePartition(part, log_start, log_end, elsewhere, tail and tail.codec))
 
 
 def plan_table(path: Path, parts: list[SourcePartition], opts: MigrateOptions,
@@ -196,7 +213,7 @@ def plan_table(path: Path, parts: list[SourcePartition], opts: MigrateOptions,
     first = parts[0].part.path if parts else None
     if isinstance(first, ObjectPath):
         plan.source_storage = dict(first.options)
-    for part, log_start, log_end, elsewhere in sorted(
+    for part, log_start, log_end, elsewhere, _ in sorted(
             parts, key=lambda s: (s.part.topic or "", s.part.partition or 0)):
         topic, partition = part.topic or "", part.partition or 0
         end = log_end
@@ -227,12 +244,6 @@ def plan_table(path: Path, parts: list[SourcePartition], opts: MigrateOptions,
         plan.partitions.append(PartitionPlan(topic, partition, str(part.path), log_start, log_end,
                                              done, start, end, _window(part, start, end)))
     return plan
-
-
-def _log_end(part: PartitionDir) -> int:
-    """The partition's log end offset; its last segment's tail must walk cleanly to its end
-    (:func:`next_offset`: from its offset index's last entry, as Kafka finds it)."""
-    return next_offset(part.segments[-1])
 
 
 def _window(part: PartitionDir, start: int, end: int) -> tuple[str, ...]:

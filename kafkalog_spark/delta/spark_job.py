@@ -34,13 +34,13 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
+from ..codec.layout import CODEC_NAMES
 from ..datasource.executors import require_visible, task_attempt, task_errors
 from ..datasource.options import ReadOptions, parse_read_options
 from ..datasource.plan import pack_splits, plan_scan
 from ..datasource.reader import KafkaLogReader
 from ..datasource.splits import KafkaLogSplit
 from ..log.discovery import found_again
-from ..log.model import LogDirs
 from ..storage import as_path, storage_for
 from ..storage.atomic import disk_errors
 from ..storage.paths import ObjectPath
@@ -48,7 +48,7 @@ from .columns import transform
 from .commit import DataFile, data_file
 from .files import file_name, write_splits
 from .options import MigrateOptions
-from .plan import TablePlan
+from .plan import SourceListing, TablePlan
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -162,23 +162,37 @@ class FilesTask:
     items: tuple[tuple[int, KafkaLogSplit], ...]
 
 
-def plan_tasks(tables: list[TableWrite], min_tasks: int, found: LogDirs | None = None
+def plan_tasks(tables: list[TableWrite], min_tasks: int, listing: SourceListing | None = None
                ) -> list[FilesTask]:
     """Every table's splits, planned as the ``kafkalog`` source plans them (listings and
     index entries, no record decoded), packed into tasks across tables (many small topics: a
-    few tasks, not one per table). ``found``: the run's discovery of its sources, which the
-    tables' reads are planned from (not listed again per table)."""
+    few tasks, not one per table) of about equal work: a split's bytes weighed by its
+    partition's codec (:data:`LOG_CODEC_COST`). ``listing``: what planning the run read of its
+    sources, from which the tables' reads are planned (not listed again per table)."""
     tagged, max_bytes = [], 0
     for i, table in enumerate(tables):
         opts = parse_read_options(table.read_options)
         max_bytes = opts.max_bytes_per_partition
-        again = None if found is None else found_again(found, opts.paths)
+        again = None if listing is None else found_again(listing.found, opts.paths)
         tagged += [(i, split) for split in plan_scan(opts, found=again).splits]
     if not tagged:
         return []
     by_split = {id(split): i for i, split in tagged}
-    tasks = pack_splits([s for _, s in tagged], max_bytes, min_tasks=min_tasks)
+    codecs = {} if listing is None else listing.codecs
+    tasks = pack_splits([s for _, s in tagged], max_bytes, min_tasks=min_tasks,
+                        cost=lambda s: _split_cost(codecs.get(str(s.segment.dir))))
     return [FilesTask(tuple((by_split[id(s)], s) for s in t.splits)) for t in tasks]
+
+
+LOG_CODEC_COST = {"none": 1.0, "lz4": 1.05, "snappy": 1.1, "zstd": 1.65, "gzip": 1.9}
+"""A migration task's work per ``.log`` byte by the partition's codec, relative to
+uncompressed batches (measured: the migrate tasks of the 4 GiB bench_scaling log, median ns
+per log byte of the tasks of each codec, ``benchmarks/bench_migrate_codec_cost.py`` —
+BENCHMARKS.md "migrate packs its tasks by codec"); an unknown codec counts as uncompressed."""
+
+
+def _split_cost(codec: int | None) -> float:
+    return LOG_CODEC_COST.get(CODEC_NAMES.get(codec, "none"), 1.0)  # type: ignore[arg-type]
 
 
 def files_task(tables: list[TableWrite], partition_by: tuple[str, ...], run_id: str,
@@ -209,9 +223,9 @@ def files_task(tables: list[TableWrite], partition_by: tuple[str, ...], run_id: 
 
 
 def write_spark(spark: "SparkSession", tables: list[TableWrite], partition_by: tuple[str, ...],
-                run_id: str, found: LogDirs | None = None) -> list[list[DataFile]]:
+                run_id: str, listing: SourceListing | None = None) -> list[list[DataFile]]:
     """Write this run's rows of every table as Parquet in one Spark job (planned from
-    ``found``, the run's discovery of its sources, when given); returns each table's
+    ``listing``, what planning the run read of its sources, when given); returns each table's
     files, moved from the staging folder of the attempt that succeeded to their final place
     inside the table (not yet committed). Other attempts' files stay in staging, which the
     run's end removes.
@@ -223,7 +237,7 @@ def write_spark(spark: "SparkSession", tables: list[TableWrite], partition_by: t
     package: 3-4 s before the first task on a 282 MiB log, against 0.03 s of planning here
     (0.3 s for a 4 GB log of 4,146 segments)."""
     sc = spark.sparkContext
-    tasks = plan_tasks(tables, sc.defaultParallelism, found)
+    tasks = plan_tasks(tables, sc.defaultParallelism, listing)
     out: list[list[DataFile]] = [[] for _ in tables]
     if not tasks:
         return out

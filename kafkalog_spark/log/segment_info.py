@@ -116,10 +116,25 @@ def describe_segment(segment: Segment | str | os.PathLike[str]) -> SegmentInfo:
 
 
 def next_offset(segment: Segment) -> int:
-    """The offset after the segment's last entry, as Kafka's ``LogSegment.readNextOffset``
-    finds it: a walk from the offset index's last entry (checked as a lookup checks it; from
-    byte 0 when the segment has no index, or its last entry does not fit the log) to the end of
-    the ``.log``, which the walk must reach cleanly. Only that tail is read (on an object store,
+    """The offset after the segment's last entry: :func:`log_tail`'s."""
+    return log_tail(segment).next_offset
+
+
+@dataclass(frozen=True)
+class LogTail:
+    """What the walk of a segment's tail found: the offset after its last entry, and that
+    entry's codec id (``None``: no entry) — a partition's codec as far as its producers
+    still use one, which weighs its share of a migration."""
+
+    next_offset: int
+    codec: int | None
+
+
+def log_tail(segment: Segment) -> LogTail:
+    """The offset after the segment's last entry (and that entry's codec), as Kafka's
+    ``LogSegment.readNextOffset`` finds it: a walk from the offset index's last entry (checked
+    as a lookup checks it; from byte 0 when the segment has no index, or its last entry does
+    not fit the log) to the end of the ``.log``, which the walk must reach cleanly. Only that tail is read (on an object store,
     only that tail fetched): the log ends of many partitions with big active segments are
     found without reading those segments.
 
@@ -141,4 +156,6 @@ def next_offset(segment: Segment) -> int:
             table = log.walk(0)
     if table.stop_code != STOP_END:
         raise stop_error(table.stop_code, Location(str(segment.log), table.stop_position))
-    return int(table.last_offset[-1]) + 1 if len(table) else segment.base_offset
+    if not len(table):
+        return LogTail(segment.base_offset, None)
+    return LogTail(int(table.last_offset[-1]) + 1, int(table.codec[-1]))
