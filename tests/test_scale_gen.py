@@ -120,6 +120,15 @@ def test_pack_splits_keeps_every_split_once_in_order(generated) -> None:
     assert [s for t in tasks for s in t.splits] == list(splits)
     for t in tasks:
         assert len(t.splits) == 1 or sum(split_bytes(s) + 1024 for s in t.splits) <= 1 << 20
+    # min_tasks tasks exactly, not a few more (a wave of two tasks after four full ones on a
+    # quarter as many slots), each within one split of an equal share
+    weights = [split_bytes(s) + 1024 for s in splits]
+    for n in (4, 7, 16):  # shares of several splits each
+        packed = pack_splits(splits, 1 << 40, min_tasks=n, open_cost=1024)
+        assert len(packed) == n, (n, len(packed))
+        assert [s for t in packed for s in t.splits] == list(splits)
+        heaviest = max(sum(split_bytes(s) + 1024 for s in t.splits) for t in packed)
+        assert heaviest <= sum(weights) / n + max(weights)
     # a budget below one split: one task per split; few splits: one task each
     assert [t.splits for t in pack_splits(splits, 100, min_tasks=4)] == [(s,) for s in splits]
     assert len(pack_splits(splits[:3], 1 << 30, min_tasks=4)) == 3
