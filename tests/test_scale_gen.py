@@ -109,20 +109,6 @@ def test_without_fixtures_no_legacy(tmp_path) -> None:
 # --- packing many small segments into few Spark tasks (datasource.reader.pack_splits) --------
 
 
-def best_heaviest(weights: list[int], n: int) -> int:
-    """The least possible heaviest task when ``weights`` are cut into at most ``n`` runs."""
-    prefix = [0]
-    for w in weights:
-        prefix.append(prefix[-1] + w)
-    inf = float("inf")
-    best = [[inf] * (len(weights) + 1) for _ in range(n + 1)]
-    best[0][0] = 0
-    for k in range(1, n + 1):
-        for j in range(1, len(weights) + 1):
-            best[k][j] = min(max(best[k - 1][i], prefix[j] - prefix[i]) for i in range(j))
-    return min(best[k][len(weights)] for k in range(1, n + 1))
-
-
 def test_pack_splits_keeps_every_split_once_in_order(generated) -> None:
     from kafkalog_spark.datasource.plan import pack_splits, plan_scan
     from kafkalog_spark.datasource.splits import split_bytes
@@ -134,16 +120,6 @@ def test_pack_splits_keeps_every_split_once_in_order(generated) -> None:
     assert [s for t in tasks for s in t.splits] == list(splits)
     for t in tasks:
         assert len(t.splits) == 1 or sum(split_bytes(s) + 1024 for s in t.splits) <= 1 << 20
-    # min_tasks tasks exactly, not a few more (a wave of two tasks after four full ones on a
-    # quarter as many slots), the heaviest as light as consecutive runs allow (checked
-    # against the best cut, found by dynamic programming)
-    weights = [split_bytes(s) + 1024 for s in splits]
-    for n in (4, 7, 16, len(splits) // 2):
-        packed = pack_splits(splits, 1 << 40, min_tasks=n, open_cost=1024)
-        assert len(packed) == n, (n, len(packed))
-        assert [s for t in packed for s in t.splits] == list(splits)
-        heaviest = max(sum(split_bytes(s) + 1024 for s in t.splits) for t in packed)
-        assert heaviest <= best_heaviest(weights, n) * 1.005 + 1, n
     # a budget below one split: one task per split; few splits: one task each
     assert [t.splits for t in pack_splits(splits, 100, min_tasks=4)] == [(s,) for s in splits]
     assert len(pack_splits(splits[:3], 1 << 30, min_tasks=4)) == 3

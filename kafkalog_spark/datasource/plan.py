@@ -59,69 +59,32 @@ def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
     """Group consecutive splits into Spark tasks, as Spark's file source packs small files.
 
     Each split weighs its bytes plus ``open_cost`` (times ``cost(split)`` when given: its work
-    per byte, relative to uncompressed data); a task holds at most ``max_bytes`` of weight (a
-    heavier split is a task of its own). With ``n = max(min_tasks, total / max_bytes)``: when
-    ``min_tasks`` decides, the splits are cut into at most ``n`` tasks whose heaviest is as
-    light as consecutive runs allow (the least capacity with which filling tasks in order
-    needs no more than ``n``), so small inputs keep ``min_tasks``-way parallelism in ``n``
-    tasks: Spark's own rule (fill each task up to ``total / n``) left ``n + 2``, and on
-    ``n / 4`` slots those two ran as a fifth wave after four. Else each task is filled up to
-    ``total / n``. With at most ``min_tasks`` splits every split is its own task. Why pack at
-    all: a Spark task of a Python data source costs tens of milliseconds of fixed time, far
-    more than reading a small segment, so one task per segment made a log dir of thousands of
-    small segments take minutes.
+    per byte, relative to uncompressed data); a task holds at most ``max_bytes`` of
+    weight (a heavier split is a task of its own) and about ``total / n`` where
+    ``n = max(min_tasks, total / max_bytes)``, so small inputs keep ``min_tasks``-way
+    parallelism. With at most ``min_tasks`` splits every split is its own task. Why: a Spark
+    task of a Python data source costs tens of milliseconds of fixed time, far more than
+    reading a small segment, so one task per segment made a log dir of thousands of small
+    segments take minutes.
     """
     if len(splits) <= min_tasks:
         return [KafkaLogTask((s,)) for s in splits]
-    weights = np.array([split_bytes(s) + open_cost if cost is None
-                        else int((split_bytes(s) + open_cost) * cost(s)) for s in splits],
-                       dtype=np.int64)
-    cum = np.concatenate(([0], np.cumsum(weights)))
-    total = max(1, int(cum[-1]))
-    n = max(min_tasks, -(-total // max_bytes))
-    capacity = -(-total // n) if n > min_tasks else _least_capacity(cum, n, int(weights.max()))
-    cuts = _at_least(_cuts(cum, min(max_bytes, capacity)), cum, min_tasks)
-    return [KafkaLogTask(tuple(splits[a:b])) for a, b in zip(cuts, cuts[1:])]
-
-
-def _cuts(cum: np.ndarray, capacity: int, most: int | None = None) -> list[int]:
-    """Where tasks filled in order up to ``capacity`` start (and the end), from the splits'
-    cumulative weights ``cum`` (``cum[i]``: the first ``i``); a split heavier than
-    ``capacity`` is a task of its own. Stops early past ``most`` tasks."""
-    cuts, i, end = [0], 0, len(cum) - 1
-    while i < end and (most is None or len(cuts) <= most + 1):
-        i = max(i + 1, int(np.searchsorted(cum, cum[i] + capacity, "right")) - 1)
-        cuts.append(i)
-    return cuts
-
-
-def _at_least(cuts: list[int], cum: np.ndarray, n: int) -> list[int]:
-    """``cuts`` with the heaviest tasks of several splits cut in two (by weight) until there
-    are ``n`` tasks (``minPartitions``: the fewest), or none can be cut."""
-    while len(cuts) - 1 < n:
-        parts = [t for t in range(len(cuts) - 1) if cuts[t + 1] - cuts[t] > 1]
-        if not parts:
-            break
-        t = max(parts, key=lambda t: cum[cuts[t + 1]] - cum[cuts[t]])
-        a, b = cuts[t], cuts[t + 1]
-        cuts.insert(t + 1, min(b - 1, max(a + 1, int(np.searchsorted(
-            cum, (cum[a] + cum[b]) // 2)))))
-    return cuts
-
-
-def _least_capacity(cum: np.ndarray, n: int, heaviest: int) -> int:
-    """The least capacity (within 0.5 %) with which tasks filled in order number at most
-    ``n``: between an equal share and an equal share plus the heaviest split, which always
-    does (every task but the last then holds more than a share)."""
-    share = -(-int(cum[-1]) // n)
-    lo, hi = max(share, heaviest), share + heaviest
-    while hi - lo > max(1, lo // 200):
-        mid = (lo + hi) // 2
-        if len(_cuts(cum, mid, most=n)) - 1 <= n:
-            hi = mid
-        else:
-            lo = mid + 1
-    return hi
+    weights = [split_bytes(s) + open_cost if cost is None
+               else int((split_bytes(s) + open_cost) * cost(s)) for s in splits]
+    total = sum(weights)
+    target = min(max_bytes, max(1, -(-total // max(min_tasks, -(-total // max_bytes)))))
+    tasks: list[KafkaLogTask] = []
+    current: list[KafkaLogSplit] = []
+    weight = 0
+    for split, w in zip(splits, weights):
+        if current and weight + w > target:
+            tasks.append(KafkaLogTask(tuple(current)))
+            current, weight = [], 0
+        current.append(split)
+        weight += w
+    if current:
+        tasks.append(KafkaLogTask(tuple(current)))
+    return tasks
 
 
 # --- planning --------------------------------------------------------------------------------
