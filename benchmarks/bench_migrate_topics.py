@@ -106,7 +106,8 @@ def main() -> None:
             best[tree] = min(best[tree], json.loads(done.stdout.strip().splitlines()[-1])["seconds"])
     print(f"# bench_migrate_topics --compare: {platform.machine()}, {os.cpu_count()} cores, "
           f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {args.topics} topics x "
-          f"{args.records} records, {'into SeaweedFS S3, ' if args.s3 else ''}local[2], best of {args.repeat} x {args.rounds} rounds")
+          f"{args.records} records, {'into SeaweedFS S3, ' if args.s3 else ''}local[2], "
+          f"best of {args.repeat} x {args.rounds} rounds")
     print(f"OLD {old}: {best[old]:.2f} s\nNEW {new}: {best[new]:.2f} s\n"
           f"NEW/OLD {best[new] / best[old]:.2f}")
 

@@ -74,8 +74,8 @@ def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tup
 
     opts = parse_read_options(read_options)
     again = None if found is None else found_again(found, opts.paths)
-    written = write_splits(plan_scan(opts, found=again).splits, opts, plan.schema, partition_by, plan.path,
-                           run_id)
+    written = write_splits(plan_scan(opts, found=again).splits, opts, plan.schema, partition_by,
+                           plan.path, run_id)
     return [data_file(plan.path, rel, dict(zip(partition_by, values))) for rel, values in written]
 
 

@@ -180,9 +180,9 @@ def _commits(calls: list[Callable[[], "_Done"]], at_once: bool) -> Iterator["_Do
     """The results of the tables' commits ``calls``, in order. ``at_once``: up to
     :data:`COMMIT_THREADS` at a time — each table's commit is its own (its folder, its log,
     its offsets), and most of one is waiting on the store (a commit is several requests on
-    an object store: a run of 50 small topics into S3 took 5.3 s committing one by one, 3.8 s
-    so); the first failure cancels those not started and is raised. Else (``step`` given: crash tests,
-    progress) one after the other, as a run that dies at a step stops there."""
+    an object store: a run of 50 small topics into S3 took 5.3 s committing one by one, 3.8
+    s so); the first failure cancels those not started and is raised. Else (``step`` given:
+    crash tests, progress) one after the other, as a run that dies at a step stops there."""
     if not at_once or len(calls) < 2:
         yield from (call() for call in calls)
         return

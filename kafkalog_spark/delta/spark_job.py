@@ -188,11 +188,12 @@ LOG_CODEC_COST = {"none": 1.0, "lz4": 1.05, "snappy": 1.1, "zstd": 1.65, "gzip":
 """A migration task's work per ``.log`` byte by the partition's codec, relative to
 uncompressed batches (measured: the migrate tasks of the 4 GiB bench_scaling log, median ns
 per log byte of the tasks of each codec, ``benchmarks/bench_migrate_codec_cost.py`` —
-BENCHMARKS.md "migrate packs its tasks by codec"); an unknown codec counts as uncompressed."""
+BENCHMARKS.md, "migrate: reads planned from the run's listing, commits at once, tasks by
+work", part 3); an unknown codec counts as uncompressed."""
 
 
 def _split_cost(codec: int | None) -> float:
-    return LOG_CODEC_COST.get(CODEC_NAMES.get(codec, "none"), 1.0)  # type: ignore[arg-type]
+    return 1.0 if codec is None else LOG_CODEC_COST.get(CODEC_NAMES.get(codec, "none"), 1.0)
 
 
 def files_task(tables: list[TableWrite], partition_by: tuple[str, ...], run_id: str,

@@ -134,9 +134,9 @@ def log_tail(segment: Segment) -> LogTail:
     """The offset after the segment's last entry (and that entry's codec), as Kafka's
     ``LogSegment.readNextOffset`` finds it: a walk from the offset index's last entry (checked
     as a lookup checks it; from byte 0 when the segment has no index, or its last entry does
-    not fit the log) to the end of the ``.log``, which the walk must reach cleanly. Only that tail is read (on an object store,
-    only that tail fetched): the log ends of many partitions with big active segments are
-    found without reading those segments.
+    not fit the log) to the end of the ``.log``, which the walk must reach cleanly. Only that
+    tail is read (on an object store, only that tail fetched): the log ends of many partitions
+    with big active segments are found without reading those segments.
 
     Raises
     ------
