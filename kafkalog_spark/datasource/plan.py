@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from ..codec.records.decode import DecodeOptions, decode_entries
 from ..errors import InvalidOptionError
-from ..log.discovery import discover
+from ..log.discovery import discover, found_again
 from ..log.history import check_history, segment_max_offset, with_remote_tier
 from ..log.lookup import find_timestamp
 from ..log.model import LogDirs, PartitionDir, Segment
@@ -99,8 +99,10 @@ def plan_scan(options: ReadOptions | Mapping[str, str], *, found: LogDirs | None
     options : ReadOptions or mapping
         Parsed options, or the raw option map (parsed strictly).
     found : LogDirs, optional
-        What :func:`~kafkalog_spark.log.discovery.discover` found at the options' paths,
-        when the caller has listed them already; else they are discovered here.
+        An earlier discovery holding the options' paths as partition dirs (migrate's of
+        its log dirs): the read is planned from it, not listed again
+        (:func:`~kafkalog_spark.log.discovery.found_again`); else, or when a path is not one
+        of its partition dirs, the paths are discovered here.
 
     Returns
     -------
@@ -116,6 +118,7 @@ def plan_scan(options: ReadOptions | Mapping[str, str], *, found: LogDirs | None
     """
     opts = options if isinstance(options, ReadOptions) else parse_read_options(options)
     plan = ScanPlan()
+    found = None if found is None else found_again(found, opts.paths)
     if found is None:
         found = discover(list(opts.paths))
     live = readable_partitions(found, loose_topic=opts.loose_topic,

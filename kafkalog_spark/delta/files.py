@@ -24,7 +24,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ..errors import KafkaLogError, Location
-from ..log.discovery import found_again
 from ..log.model import LogDirs
 from ..storage import storage_for
 from .columns import partition_values, transform
@@ -73,8 +72,7 @@ def write_local(plan: TablePlan, read_options: dict[str, str], partition_by: tup
     from ..datasource.plan import plan_scan
 
     opts = parse_read_options(read_options)
-    again = None if found is None else found_again(found, opts.paths)
-    written = write_splits(plan_scan(opts, found=again).splits, opts, plan.schema, partition_by,
+    written = write_splits(plan_scan(opts, found=found).splits, opts, plan.schema, partition_by,
                            plan.path, run_id)
     return [data_file(plan.path, rel, dict(zip(partition_by, values))) for rel, values in written]
 

@@ -40,7 +40,6 @@ from ..datasource.options import ReadOptions, parse_read_options
 from ..datasource.plan import pack_splits, plan_scan
 from ..datasource.reader import KafkaLogReader
 from ..datasource.splits import KafkaLogSplit
-from ..log.discovery import found_again
 from ..storage import as_path, storage_for
 from ..storage.atomic import disk_errors
 from ..storage.paths import ObjectPath
@@ -173,8 +172,8 @@ def plan_tasks(tables: list[TableWrite], min_tasks: int, listing: SourceListing 
     for i, table in enumerate(tables):
         opts = parse_read_options(table.read_options)
         max_bytes = opts.max_bytes_per_partition
-        again = None if listing is None else found_again(listing.found, opts.paths)
-        tagged += [(i, split) for split in plan_scan(opts, found=again).splits]
+        found = None if listing is None else listing.found
+        tagged += [(i, split) for split in plan_scan(opts, found=found).splits]
     if not tagged:
         return []
     by_split = {id(split): i for i, split in tagged}
