@@ -14,7 +14,9 @@ the ``noop`` sink took 25.6 s against 4.3 s for the whole read (``benchmarks/ben
 Here the daemon imports the modules the package's Spark tasks run (:data:`TASK_MODULES`: 0.1 s
 more than the reader and writer) and reads a small log dir of every codec, written to a
 temporary folder, through the data source's reader; every forked worker starts with all of it
-loaded (the other jobs' kernels still load on their first call in each worker).
+loaded (the other jobs' kernels still load on their first call in each worker), and frozen out
+of the garbage collector's reach (``gc.freeze``): pyspark's worker collects after every task,
+which over all of that cost 35-40 ms a task.
 
 Forking after that is safe: the only threads it leaves are jemalloc's background thread, which
 importing pyarrow starts (jemalloc's fork handlers restart it in a child), and Arrow's CPU pool
@@ -25,6 +27,7 @@ daemon is pyspark's as it was: the workers meet the real error on the task that 
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 
@@ -72,6 +75,10 @@ def main() -> None:
         log.warning("the worker daemon could not load the reader ahead of its workers: %s", e)
     from pyspark import daemon
 
+    # pyspark's forked worker runs a full gc.collect() after each task: over everything loaded
+    # above (numba, pyarrow, the package) that was 35-40 ms a task; frozen, the collections
+    # skip what the daemon loaded and see only what the worker's tasks made since
+    gc.freeze()
     daemon.manager()
 
 

@@ -5,11 +5,12 @@ caller already set.
 The master comes from, first that exists: the ``master`` argument, spark-submit or
 ``spark.master`` (command line, ``PYSPARK_SUBMIT_ARGS``, the properties file),
 ``$KAFKALOG_SPARK_MASTER``, else ``local[*]``. Every session gets :data:`REQUIRED_CONF` (UTC
-session time zone, Arrow) and the ``kafkalog`` data source; a value the user set for one of those is kept, with a warning. A local master also gets
-:data:`LOCAL_CONF` (loopback, no UI, few shuffle partitions, 2 GiB driver) where nothing set
-those keys, and its Python workers run this interpreter, forked by
-:mod:`~kafkalog_spark.daemon` where nothing chose a daemon (:mod:`~kafkalog_spark.spark_daemon`
-says where): forked with the package's task code already loaded. A cluster master is left as configured: ship the
+session time zone, Arrow) and the ``kafkalog`` data source; a value the user set for one of
+those is kept, with a warning. A local master also gets :data:`LOCAL_CONF` (loopback, no UI,
+few shuffle partitions, 2 GiB driver, Python workers on Unix sockets) where nothing set those
+keys, and its Python workers run this interpreter, forked by :mod:`~kafkalog_spark.daemon`
+where nothing chose a daemon (:mod:`~kafkalog_spark.spark_daemon` says where): forked with
+the package's task code already loaded. A cluster master is left as configured: ship the
 package to its executors as ``docs/cluster.md`` says.
 
 Delta Lake: when delta-spark is on the session's classpath (a ``delta-spark_*`` jar in
@@ -27,6 +28,7 @@ import os
 import re
 import shlex
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -56,6 +58,11 @@ LOCAL_CONF: dict[str, str] = {
     "spark.driver.bindAddress": "127.0.0.1",  # a laptop's job stays on loopback
     "spark.driver.host": "127.0.0.1",
 }
+if hasattr(socket, "AF_UNIX"):  # POSIX: the JVM and its Python workers talk over a Unix socket
+    # Over loopback TCP each task of a Python worker waited ~40 ms (Nagle's algorithm against
+    # delayed ACKs: 130 empty tasks took 6.9 s on local[1], 1.2 s so with the daemon's frozen
+    # heap, :mod:`kafkalog_spark.daemon`; BENCHMARKS.md, "Python workers: 40 ms a task")
+    LOCAL_CONF["spark.python.unix.domain.socket.enabled"] = "true"
 # Delta Lake's SQL extension and catalog (delta-spark's documented session settings), added
 # where nothing set them when delta-spark is on the classpath
 DELTA_CONF: dict[str, str] = {

@@ -159,3 +159,43 @@ def test_cluster_reads_what_the_local_api_reads(spark_cluster, tmp_path):
     assert got["bytes"] == pc.sum(pc.binary_length(local["value"])).as_py()
     expected = os.environ.get("NUMBA_DISABLE_JIT", "0")
     assert got["executor_jit_off"] == [expected, expected]
+
+
+WORKERS_PROBE = textwrap.dedent("""
+    import json, sys
+    from kafkalog_spark.spark import session
+    spark = session()
+    def probe(_):
+        import gc, os
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
+            parent = f.read().replace(b"\\0", b" ").decode()
+        return parent, gc.get_freeze_count(), os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED")
+    rows = spark.read.format("kafkalog").load(sys.argv[1]).count()
+    workers = spark.sparkContext.parallelize(range(4), 4).map(probe).collect()
+    print("WORKERS " + json.dumps({"rows": rows, "workers": workers}))
+    spark.stop()
+""")
+
+
+@pytest.mark.cluster
+def test_cluster_workers_forked_from_the_package_daemon_on_unix_sockets(spark_cluster, tmp_path):
+    """docs/cluster.md's two settings for executors that have the package installed: the
+    package's daemon (workers forked with it loaded and frozen out of the garbage collector's
+    reach) and Unix sockets between each executor and its Python workers."""
+    import pyarrow as pa
+
+    import kafkalog_spark as kl
+
+    kl.write_log(pa.table({"value": [b"v%d" % i for i in range(2000)]}), tmp_path / "logs",
+                 topic="t", codec="zstd", max_batch_records=50)
+    script = tmp_path / "probe.py"
+    script.write_text(WORKERS_PROBE)
+    done = spark_submit(script, str(tmp_path / "logs"), master=spark_cluster.url,
+                        conf={"spark.python.daemon.module": "kafkalog_spark.daemon",
+                              "spark.python.unix.domain.socket.enabled": "true"})
+    got = json.loads([x for x in done.stdout.splitlines() if x.startswith("WORKERS ")][-1][8:])
+    assert got["rows"] == 2000
+    for parent, frozen, unix in got["workers"]:
+        assert "-m kafkalog_spark.daemon pyspark.worker" in parent
+        assert frozen > 50_000
+        assert str(unix).lower() == "true"  # as pyspark's daemon reads it

@@ -76,24 +76,35 @@ def test_the_daemon_is_chosen_only_where_workers_can_import_it(monkeypatch, tmp_
     assert not workers_import_this_package({})  # Spark's default python3: not known here
 
 
-def _workers(spark) -> list[tuple[str, str]]:
-    """Each task's pyspark file and its worker's parent (the daemon) command line."""
+def _workers(spark) -> list[tuple[str, str, int, str | None]]:
+    """Each task's pyspark file, its worker's parent (the daemon) command line, how many
+    objects the worker's garbage collector skips (frozen) and whether it talks to the JVM over
+    a Unix socket (pyspark's daemon reads the same variable)."""
     def probe(_):
+        import gc
+
         import pyspark as p
 
         with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
-            return p.__file__, f.read().replace(b"\0", b" ").decode()
+            return (p.__file__, f.read().replace(b"\0", b" ").decode(), gc.get_freeze_count(),
+                    os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED"))
 
     return spark.sparkContext.parallelize(range(4), 4).map(probe).collect()
 
 
 @pytest.mark.spark
 def test_a_local_session_forks_its_workers_from_the_package_daemon(spark):
+    """Forked with the package loaded and frozen out of the garbage collector's reach
+    (pyspark's worker collects after each task: over all of it 35-40 ms a task), on a Unix
+    socket (over loopback TCP each task waited ~40 ms more)."""
     conf = spark.sparkContext.getConf()
     assert conf.get(DAEMON_CONF) == DAEMON_MODULE
-    for origin, daemon in _workers(spark):
+    assert conf.get("spark.python.unix.domain.socket.enabled") == "true"
+    for origin, daemon, frozen, unix in _workers(spark):
         assert f"-m {DAEMON_MODULE} pyspark.worker" in daemon
         assert ".zip" not in origin
+        assert frozen > 50_000  # numba, pyarrow and the package: ~140,000 objects
+        assert str(unix).lower() == "true"  # as pyspark's daemon reads it
 
 
 @pytest.mark.spark
@@ -110,11 +121,13 @@ def test_the_users_daemon_and_jvm_options_are_kept(tmp_path):
         print("GOT " + json.dumps({
             "daemon": conf.get("spark.python.daemon.module"),
             "java": conf.get("spark.driver.extraJavaOptions"),
+            "unix": conf.get("spark.python.unix.domain.socket.enabled"),
             "parent": spark.sparkContext.parallelize([0], 1).map(probe).collect()[0]}))
         spark.stop()
     """)
     env = dict(os.environ, PYSPARK_SUBMIT_ARGS="--conf spark.python.daemon.module=pyspark.daemon "
-               "--conf spark.driver.extraJavaOptions=-Dmine=1 pyspark-shell")
+               "--conf spark.driver.extraJavaOptions=-Dmine=1 "
+               "--conf spark.python.unix.domain.socket.enabled=false pyspark-shell")
     env.pop("PYSPARK_GATEWAY_PORT", None)
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
                          text=True, timeout=600, cwd=tmp_path)
@@ -123,6 +136,7 @@ def test_the_users_daemon_and_jvm_options_are_kept(tmp_path):
     assert got["daemon"] == "pyspark.daemon"
     assert got["java"].endswith("-Dmine=1")  # after the options Spark adds itself
     assert "-m pyspark.daemon pyspark.worker" in got["parent"]
+    assert got["unix"] == "false"
 
 
 
