@@ -36,6 +36,8 @@ def cut_segment(seg: Segment, topic: str, partition: int, max_bytes: int) -> lis
     """A segment's splits of at most about ``max_bytes`` (a tier's chunked segment: see
     :func:`_chunk_aligned`), cut at offset-index entries (module docstring)."""
     whole = KafkaLogSplit(topic, partition, seg, 0, None, seg.base_offset, None)
+    if seg.log_size <= max_bytes:  # a whole split however the file is read (a chunked file's
+        return [whole]             # step below is at least max_bytes)
     unit = _read_unit(seg)
     step = max_bytes if unit is None else _chunk_aligned(max_bytes, unit)
     if seg.log_size <= step or seg.index is None or not seg.index_size:

@@ -212,30 +212,28 @@ def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions,
         if end is not None and seg.base_offset >= end:
             break
         for split in cut_segment(seg, topic, partition, opts.max_bytes_per_partition):
-            if split.next_offset is None and next_base is not None:
-                # the next segment's base bounds this one's offsets: a read window reaching
-                # past it then needs no index lookup to find where to stop
-                split = replace(split, next_offset=next_base)
-            windowed = _in_window(split, lo, hi, view)
+            windowed = _in_window(split, lo, hi, view, next_base)
             if windowed is not None:
                 plan.splits.append(windowed)
 
 
-def _in_window(split: KafkaLogSplit, lo: int | None, hi: int | None, view
-               ) -> KafkaLogSplit | None:
+def _in_window(split: KafkaLogSplit, lo: int | None, hi: int | None, view,
+               next_base: int | None = None) -> KafkaLogSplit | None:
     """``split`` with the read window ``[lo, hi]`` (and the aborted transactions in it), or
     ``None`` when none of its offsets is in the window. A split by offsets keeps its own
-    ``min_offset`` / ``max_offset`` inside the window."""
+    ``min_offset`` / ``max_offset`` inside the window. ``next_base``: the next segment's base,
+    which bounds a split without a ``next_offset`` of its own (a read window reaching past it
+    then needs no index lookup to find where to stop)."""
     first = split.first_offset if split.min_offset is None else split.min_offset
-    if lo is not None and split.next_offset is not None and split.next_offset <= lo:
+    nxt = next_base if split.next_offset is None else split.next_offset
+    if lo is not None and nxt is not None and nxt <= lo:
         return None
     if hi is not None and first > hi:
         return None
     aborted = () if view is None else view.aborted_in(
-        max(first, lo or 0), hi if split.next_offset is None
-        else split.next_offset - 1 if hi is None else min(hi, split.next_offset - 1))
+        max(first, lo or 0), hi if nxt is None else nxt - 1 if hi is None else min(hi, nxt - 1))
     top = segment_max_offset(split.segment, hi)
-    return replace(split, aborted=aborted,
+    return replace(split, next_offset=nxt, aborted=aborted,  # one copy: 4,146 a 4 GiB log
                    min_offset=_bound(max, lo, split.min_offset),
                    max_offset=_bound(min, top, split.max_offset))
 
