@@ -60,8 +60,8 @@ LOCAL_CONF: dict[str, str] = {
 }
 if hasattr(socket, "AF_UNIX"):  # POSIX: the JVM and its Python workers talk over a Unix socket
     # Over loopback TCP each task of a Python worker waited ~40 ms (Nagle's algorithm against
-    # delayed ACKs: 130 empty tasks took 6.9 s on local[1], 1.2 s so with the daemon's frozen
-    # heap, :mod:`kafkalog_spark.daemon`; BENCHMARKS.md, "Python workers: 40 ms a task")
+    # delayed ACKs): 130 empty tasks took 7.7 s on local[1], 1.4 s so with the daemon's frozen
+    # heap (:mod:`kafkalog_spark.daemon`; BENCHMARKS.md, "Python workers: 40 ms a task")
     LOCAL_CONF["spark.python.unix.domain.socket.enabled"] = "true"
 # Delta Lake's SQL extension and catalog (delta-spark's documented session settings), added
 # where nothing set them when delta-spark is on the classpath
