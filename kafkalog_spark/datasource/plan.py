@@ -219,7 +219,7 @@ def _plan_partition(plan: ScanPlan, part: PartitionDir, opts: ReadOptions,
 
 
 def _in_window(split: KafkaLogSplit, lo: int | None, hi: int | None, view,
-               next_base: int | None = None) -> KafkaLogSplit | None:
+               next_base: int | None) -> KafkaLogSplit | None:
     """``split`` with the read window ``[lo, hi]`` (and the aborted transactions in it), or
     ``None`` when none of its offsets is in the window. A split by offsets keeps its own
     ``min_offset`` / ``max_offset`` inside the window. ``next_base``: the next segment's base,
