@@ -29,14 +29,11 @@ they return a status code and the index of the record at fault.
 from __future__ import annotations
 
 import numpy as np
-from numba import config, types
-from numba.core import cgutils
-from numba.extending import intrinsic
 
 from .. import layout as L
 from .._bytes import (size_of_varint, size_of_varlong, store_i16, store_i32, store_i64,
                       write_varint, write_varlong)
-from .._jit import njit
+from .._jit import jit_disabled, njit
 
 OK = 0
 OFFSET_NOT_INCREASING = 1  # an offset <= the previous record's offset
@@ -52,32 +49,42 @@ INT64_MIN = np.int64(-(2**63))
 _MAX_SECTION = L.INT32_MAX - (L.RECORD_BATCH_OVERHEAD - L.LOG_OVERHEAD)
 
 
-@intrinsic
-def _memcpy(typingctx, dst, dst_pos, src, src_pos, n):
-    """``memcpy(dst + dst_pos, src + src_pos, n)``: numba's slice assignment checks for
-    overlap and copies through a temporary, several times slower for ~100-byte values."""
-    sig = types.void(dst, dst_pos, src, src_pos, n)
+def _make_memcpy():
+    """``memcpy(dst + dst_pos, src + src_pos, n)`` as a numba intrinsic (made when
+    :func:`copy_bytes` compiles: numba is imported then): numba's slice assignment checks for
+    overlap and copies through a temporary, several times slower for ~100-byte values.
+    Intrinsics exist only in compiled code: under ``NUMBA_DISABLE_JIT`` the plain-Python twin
+    slices."""
+    if jit_disabled():
+        return _slice_copy
+    from numba import types
+    from numba.core import cgutils
+    from numba.extending import intrinsic
 
-    def codegen(context, builder, signature, args):
-        d, dp, s, sp, cnt = args
-        d_arr = context.make_array(signature.args[0])(context, builder, d)
-        s_arr = context.make_array(signature.args[2])(context, builder, s)
-        cgutils.raw_memcpy(builder, builder.gep(d_arr.data, [dp]), builder.gep(s_arr.data, [sp]), cnt, 1)
-        return context.get_dummy_value()
+    @intrinsic
+    def memcpy(typingctx, dst, dst_pos, src, src_pos, n):
+        sig = types.void(dst, dst_pos, src, src_pos, n)
 
-    return sig, codegen
+        def codegen(context, builder, signature, args):
+            d, dp, s, sp, cnt = args
+            d_arr = context.make_array(signature.args[0])(context, builder, d)
+            s_arr = context.make_array(signature.args[2])(context, builder, s)
+            cgutils.raw_memcpy(builder, builder.gep(d_arr.data, [dp]),
+                               builder.gep(s_arr.data, [sp]), cnt, 1)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return memcpy
 
 
-if config.DISABLE_JIT:  # intrinsics exist only in compiled code; the plain-Python twin slices
+def _slice_copy(dst, dst_pos, src, src_pos, n):
+    dst[dst_pos:dst_pos + n] = src[src_pos:src_pos + n]
 
-    def copy_bytes(dst, dst_pos, src, src_pos, n):
-        dst[dst_pos:dst_pos + n] = src[src_pos:src_pos + n]
 
-else:
-
-    @njit(cache=True, nogil=True)
-    def copy_bytes(dst, dst_pos, src, src_pos, n):
-        _memcpy(dst, dst_pos, src, src_pos, n)
+@njit(cache=True, nogil=True, bind={"_memcpy": _make_memcpy})
+def copy_bytes(dst, dst_pos, src, src_pos, n):
+    _memcpy(dst, dst_pos, src, src_pos, n)  # noqa: F821 - bound when it compiles
 
 
 @njit(cache=True, nogil=True)
