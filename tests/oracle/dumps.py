@@ -21,7 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DUMP_MAIN = "kafka.tools.DumpLogSegments"
-_ENV = {**os.environ, "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
+# The tool's stderr is compared byte for byte: no launcher note of JVM options taken from the
+# environment (``./dev test`` sets JAVA_TOOL_OPTIONS; the tool's flags are on its command line)
+_JVM_ENV_OPTIONS = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
+_ENV = {**{k: v for k, v in os.environ.items() if k not in _JVM_ENV_OPTIONS},
+        "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"}
 _UTF8_JVM = ("-Dfile.encoding=UTF-8", "-Dstdout.encoding=UTF-8", "-Dstderr.encoding=UTF-8",
              "-Dsun.stdout.encoding=UTF-8", "-Dsun.stderr.encoding=UTF-8")
 
