@@ -23,6 +23,8 @@ from kafkalog_spark.recovery.recover import recover
 from test_recover import crashed
 from test_salvage import damage, segments, v2_log
 
+pytestmark = pytest.mark.jit_only  # processes and files, not what kernels compute
+
 # every command, and the tests below that hold it to each rule
 COVERED = {"info", "dump", "verify", "rebuild-index", "recover", "reconcile", "compact",
            "retain", "migrate", "restore", "erase"}

@@ -28,6 +28,8 @@ from faults import Outcome, fill, run_forked, run_script, tmpfs
 from test_read_write import records
 from test_recover import crashed
 
+pytestmark = pytest.mark.jit_only  # processes and files, not what kernels compute
+
 COLS = ["topic", "partition", "offset", "key", "value", "timestamp"]
 SEGMENT = 6 * 1024
 T0 = 1_700_000_000_000

@@ -17,6 +17,8 @@ from kafkalog_spark.cli.progress import Progress, plain_files, segment_files
 
 from test_read_write import records
 
+pytestmark = pytest.mark.jit_only  # processes and files, not what kernels compute
+
 CLI = "import sys; from kafkalog_spark.cli import main; sys.exit(main(sys.argv[1:]))"
 
 

@@ -31,6 +31,8 @@ from test_datasource_write import batch, schema
 from test_faults import rows, same_step, settle
 from test_read_write import records
 
+pytestmark = pytest.mark.jit_only  # processes and files, not what kernels compute
+
 PRODUCER = 4242
 
 

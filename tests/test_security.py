@@ -23,6 +23,8 @@ from kafkalog_spark.log.discovery import discover
 
 from test_read_write import records
 
+pytestmark = pytest.mark.jit_only  # processes and files, not what kernels compute
+
 KRAFT = "ItumelengMogase__Real-Time-Data-Pipeline-for-Patient-Admissions/kafka-data"
 SEGMENT = "00000000000000000000.log"
 

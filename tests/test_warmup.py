@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.jit_only  # processes and files, not what kernels compute
+
 
 def test_warm_up_runs_every_step_and_cleans_up(tmp_path: Path) -> None:
     env = {**os.environ, "TMPDIR": str(tmp_path)}

@@ -82,9 +82,12 @@ def _slice_copy(dst, dst_pos, src, src_pos, n):
     dst[dst_pos:dst_pos + n] = src[src_pos:src_pos + n]
 
 
+_memcpy = None  # made by _make_memcpy when copy_bytes compiles (bind=)
+
+
 @njit(cache=True, nogil=True, bind={"_memcpy": _make_memcpy})
 def copy_bytes(dst, dst_pos, src, src_pos, n):
-    _memcpy(dst, dst_pos, src, src_pos, n)  # noqa: F821 - bound when it compiles
+    _memcpy(dst, dst_pos, src, src_pos, n)
 
 
 @njit(cache=True, nogil=True)
