@@ -14,11 +14,11 @@ numba keeps compiled kernels on disk next to a module's source file (or under
 ``$NUMBA_CACHE_DIR``); for a module imported from a ``.zip`` on ``sys.path`` (Spark's
 ``--py-files pkg.zip``) a numba with a zip locator (0.68 has one) uses ``~/.cache/numba``.
 For anything else — a wheel on ``sys.path`` (``--py-files pkg.whl``), a zip with an older
-numba — ``cache=True`` makes numba raise ``RuntimeError: cannot cache function ...: no locator available``. There
-this ``njit`` drops ``cache=True``: the kernels still work, but every new Python process
-compiles the ones it calls (seconds; on Spark, once per executor Python worker), and a
-warning says so once, at import. The package's location is this module's own: all codec
-modules are imported from the same place.
+numba — ``cache=True`` makes numba raise ``RuntimeError: cannot cache function ...: no
+locator available``. There this ``njit`` drops ``cache=True``: the kernels still work, but
+every new Python process compiles the ones it calls (seconds; on Spark, once per executor
+Python worker), and a warning says so once, at import. The package's location is this
+module's own: all codec modules are imported from the same place.
 """
 
 from __future__ import annotations
