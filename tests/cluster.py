@@ -231,10 +231,12 @@ class StandaloneCluster:
         self.procs.clear()
 
 
-def spark_submit(script: str | Path, *args: str, master: str, conf: dict[str, str] | None = None,
-                 submit_args: list[str] | None = None, env: dict[str, str] | None = None,
-                 timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``script`` through the installed pyspark's real ``spark-submit``."""
+def submit_command(script: str | Path, *args: str, master: str,
+                   conf: dict[str, str] | None = None, submit_args: list[str] | None = None,
+                   env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The installed pyspark's ``spark-submit`` command line for ``script`` and its
+    environment: the driver on loopback for a cluster, the plain-Python run's
+    ``NUMBA_DISABLE_JIT`` passed on to the executors."""
     cmd = [str(VENV_BIN / "spark-submit"), "--master", master]
     if master.startswith("spark://"):  # the driver on loopback, as the cluster is
         conf = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
@@ -249,7 +251,17 @@ def spark_submit(script: str | Path, *args: str, master: str, conf: dict[str, st
     full_env.setdefault("PYSPARK_PYTHON", sys.executable)
     full_env.update(env or {})
     if "NUMBA_DISABLE_JIT" in full_env:  # the plain-Python run reaches the executors too
-        cmd[3:3] = ["--conf", f"spark.executorEnv.NUMBA_DISABLE_JIT={full_env['NUMBA_DISABLE_JIT']}"]
+        jit = full_env["NUMBA_DISABLE_JIT"]
+        cmd[3:3] = ["--conf", f"spark.executorEnv.NUMBA_DISABLE_JIT={jit}"]
+    return cmd, full_env
+
+
+def spark_submit(script: str | Path, *args: str, master: str, conf: dict[str, str] | None = None,
+                 submit_args: list[str] | None = None, env: dict[str, str] | None = None,
+                 timeout: float = 600, check: bool = True) -> subprocess.CompletedProcess:
+    """Run ``script`` through the installed pyspark's real ``spark-submit``."""
+    cmd, full_env = submit_command(script, *args, master=master, conf=conf,
+                                   submit_args=submit_args, env=env)
     done = subprocess.run(cmd, env=full_env, capture_output=True, text=True, timeout=timeout,
                           cwd=REPO)
     if check and done.returncode != 0:
@@ -271,21 +283,8 @@ def spark_submit_background(script: str | Path, *args: str, master: str,
     """Start ``script`` through the real ``spark-submit`` as :func:`spark_submit` does, but in
     the background (a new session, so :func:`stop_submit` can end its whole group by the pid
     returned here); stdout and stderr go to ``output``."""
-    cmd = [str(VENV_BIN / "spark-submit"), "--master", master]
-    if master.startswith("spark://"):
-        conf = {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                **(conf or {})}
-    for k, v in (conf or {}).items():
-        cmd += ["--conf", f"{k}={v}"]
-    cmd += [*(submit_args or []), str(script), *map(str, args)]
-    full_env = dict(os.environ)
-    full_env.pop("PYSPARK_GATEWAY_PORT", None)
-    full_env.pop("PYSPARK_SUBMIT_ARGS", None)
-    full_env["PATH"] = f"{VENV_BIN}{os.pathsep}{full_env.get('PATH', '')}"
-    full_env.setdefault("PYSPARK_PYTHON", sys.executable)
-    full_env.update(env or {})
-    if "NUMBA_DISABLE_JIT" in full_env:
-        cmd[3:3] = ["--conf", f"spark.executorEnv.NUMBA_DISABLE_JIT={full_env['NUMBA_DISABLE_JIT']}"]
+    cmd, full_env = submit_command(script, *args, master=master, conf=conf,
+                                   submit_args=submit_args, env=env)
     with open(output, "wb") as log:
         return subprocess.Popen(cmd, env=full_env, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, cwd=REPO, start_new_session=True)

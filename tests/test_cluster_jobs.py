@@ -1,15 +1,19 @@
 """Every job, submitted for real (issue 14, point 3): ``jobs/compact.py``, ``jobs/retain.py``,
 ``jobs/recover.py``, ``jobs/migrate_delta.py`` and ``spark.read`` / ``df.write.format("kafkalog")``
 scripts go through the installed pyspark's ``spark-submit`` to the standalone cluster (executors
-in JVMs and Python processes of their own) and through ``spark-submit --master local[2]``; each
-result is compared with the other and with the local engine (the library, no Spark):
+in JVMs and Python processes of their own); each result is compared with the local engine's
+(the library, no Spark):
 
 * log dirs byte for byte: every file of every partition dir and the log dir's checkpoint files
   (only ``.lock`` is left out: an empty file the lock holder creates, not data);
 * Delta tables and reads row for row (Delta tables read back with ``deltalake``).
 
-Each job runs on its own copies of one input built with ``write_log``; one spark-submit per
-mode and job (the read and the write share one script, so one application per mode).
+Each job runs on its own copy of one input built with ``write_log``; one spark-submit per job
+(the read and the write share one script). On a local master the same code runs in the
+in-session tests (``test_spark_*``; ``jobs/recover.py``'s ``main`` in ``test_spark_verify``) and
+through ``spark-submit --master local[2]`` in ``test_readme_submit`` (``jobs/compact.py``) and
+``test_delta_spark`` (``jobs/migrate_delta.py``); a local[2] submit of every job here as well
+cost CI over a minute and compared nothing those do not.
 """
 
 from __future__ import annotations
@@ -35,7 +39,6 @@ from test_recover import crashed
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 
 JOBS = REPO / "jobs"
-LOCAL = "local[2]"
 T0 = 1_600_000_000_000  # ms: old records (2020)
 HOUR = 3_600_000
 TOPIC_ID = "AAECAwQFBgcICQoLDA0ODw"  # base64url of 16 fixed bytes: partition.metadata stays equal
@@ -61,7 +64,7 @@ def records(n: int, *, topic: str, partitions: int, keys: int | None = None,
     })
 
 
-def copies(src: Path, root: Path, names=("cluster", "local", "engine")) -> dict[str, Path]:
+def copies(src: Path, root: Path, names=("cluster", "engine")) -> dict[str, Path]:
     """A copy of log dir ``src`` per run, each alone in its own folder (so staging folders and
     quarantines next to it are its own)."""
     out = {}
@@ -99,14 +102,11 @@ def job_json(done) -> dict:
     return json.JSONDecoder().raw_decode(out[start:])[0]
 
 
-def submit_both(spark_cluster, script: Path, args_of, **kw) -> dict:
-    """The same job through spark-submit on the cluster and with ``--master local[2]``;
-    ``args_of(name)`` gives each run's arguments. Returns the CompletedProcesses by name."""
-    done = {}
-    for name, master in (("cluster", spark_cluster.url), ("local", LOCAL)):
-        t0 = time.perf_counter()
-        done[name] = spark_submit(script, *args_of(name), master=master, **kw)
-        print(f"spark-submit {script.name} ({name}): {time.perf_counter() - t0:.1f} s")
+def submit(spark_cluster, script: Path, *args, **kw):
+    """The job through spark-submit on the cluster; its CompletedProcess."""
+    t0 = time.perf_counter()
+    done = spark_submit(script, *args, master=spark_cluster.url, **kw)
+    print(f"spark-submit {script.name}: {time.perf_counter() - t0:.1f} s")
     return done
 
 
@@ -117,7 +117,7 @@ def rows_of(table: pa.Table) -> list[dict]:
 # --- compaction --------------------------------------------------------------------------------
 
 
-def test_compact_job_on_the_cluster_equals_local_and_the_engine(spark_cluster, tmp_path):
+def test_compact_job_on_the_cluster_equals_the_engine(spark_cluster, tmp_path):
     src = tmp_path / "input" / "logs"
     # two topics, 3 + 2 partitions, 40 keys: many duplicates and tombstones, ~25 segments
     kl.write_log(records(4000, topic="orders", partitions=3, keys=40, tombstone_every=13),
@@ -127,21 +127,19 @@ def test_compact_job_on_the_cluster_equals_local_and_the_engine(spark_cluster, t
     dirs = copies(src, tmp_path)
     now = T0 + 1000 * HOUR
     config = ["cleanup.policy=compact", "delete.retention.ms=3600000", "segment.bytes=65536"]
-    args = lambda name: ["--execute", "--force", "--now", str(now), "--json",
-                         *(a for c in config for a in ("--config", c)), str(dirs[name])]
-    done = submit_both(spark_cluster, JOBS / "compact.py", args)
+    done = submit(spark_cluster, JOBS / "compact.py", "--execute", "--force", "--now", str(now),
+                  "--json", *(a for c in config for a in ("--config", c)), dirs["cluster"])
     from kafkalog_spark.compaction.compact import compact
     from kafkalog_spark.report import parse_config_options
 
     engine = compact(dirs["engine"], execute=True, force=True, now_ms=now,
                      options=parse_config_options(tuple(config)))
     assert engine.metrics["records_kept"] < 5500 - 1000  # compaction really removed records
-    for name in ("cluster", "local"):
-        assert_same_tree(dirs[name], dirs["engine"], f"compact ({name} vs engine)")
-        assert_no_leftovers(dirs[name])
-        got = job_json(done[name])["metrics"]
-        for key in ("records_kept", "bytes_written", "batches_copied", "batches_rebuilt"):
-            assert got[key] == engine.metrics[key], (name, key)
+    assert_same_tree(dirs["cluster"], dirs["engine"], "compact (cluster vs engine)")
+    assert_no_leftovers(dirs["cluster"])
+    got = job_json(done)["metrics"]
+    for key in ("records_kept", "bytes_written", "batches_copied", "batches_rebuilt"):
+        assert got[key] == engine.metrics[key], key
     assert kl.verify(dirs["cluster"], deep=True).ok
     assert tree(dirs["cluster"]) != tree(src)
 
@@ -149,7 +147,7 @@ def test_compact_job_on_the_cluster_equals_local_and_the_engine(spark_cluster, t
 # --- retention ---------------------------------------------------------------------------------
 
 
-def test_retain_job_on_the_cluster_equals_local_and_the_engine(spark_cluster, tmp_path):
+def test_retain_job_on_the_cluster_equals_the_engine(spark_cluster, tmp_path):
     src = tmp_path / "input" / "logs"
     # uncompressed: ~5 segments per partition (gzip would fit each partition in one)
     kl.write_log(records(3000, topic="events", partitions=3), src, segment_bytes=32 * 1024,
@@ -158,9 +156,8 @@ def test_retain_job_on_the_cluster_equals_local_and_the_engine(spark_cluster, tm
     dirs = copies(src, tmp_path)
     now = T0 + 3000 * 60_000 + 10 * HOUR  # records span 50 h; keep the last 30 h
     config = [f"retention.ms={40 * HOUR}"]
-    args = lambda name: ["--execute", "--now", str(now), "--json",
-                         *(a for c in config for a in ("--config", c)), str(dirs[name])]
-    done = submit_both(spark_cluster, JOBS / "retain.py", args)
+    done = submit(spark_cluster, JOBS / "retain.py", "--execute", "--now", str(now), "--json",
+                  *(a for c in config for a in ("--config", c)), dirs["cluster"])
     from kafkalog_spark.report import parse_config_options
     from kafkalog_spark.retention.retain import retain
 
@@ -170,10 +167,9 @@ def test_retain_job_on_the_cluster_equals_local_and_the_engine(spark_cluster, tm
     assert deleted >= 3  # segments really went, in every partition (next line)
     assert all(p.deletions for p in engine.plans)
     assert 0 < kl.read_log(dirs["engine"]).num_rows < before
-    for name in ("cluster", "local"):
-        assert_same_tree(dirs[name], dirs["engine"], f"retain ({name} vs engine)")
-        assert_no_leftovers(dirs[name])
-        assert job_json(done[name])["metrics"]["segments_deleted"] == deleted
+    assert_same_tree(dirs["cluster"], dirs["engine"], "retain (cluster vs engine)")
+    assert_no_leftovers(dirs["cluster"])
+    assert job_json(done)["metrics"]["segments_deleted"] == deleted
     assert kl.verify(dirs["cluster"], deep=True).ok
 
 
@@ -193,7 +189,7 @@ def quarantine_of(log_dir: Path) -> list[tuple]:
     return sorted(out)
 
 
-def test_recover_job_on_the_cluster_equals_local_and_the_engine(spark_cluster, tmp_path):
+def test_recover_job_on_the_cluster_equals_the_engine(spark_cluster, tmp_path):
     src = tmp_path / "input" / "logs"
     kl.write_log(records(3000, topic="orders", partitions=3), src, segment_bytes=40 * 1024,
                  max_batch_records=30)
@@ -213,18 +209,16 @@ def test_recover_job_on_the_cluster_equals_local_and_the_engine(spark_cluster, t
     crashed(src)  # nothing flushed: a broker's load checks every segment
     assert not kl.verify(src).ok
     dirs = copies(src, tmp_path)
-    args = lambda name: ["--execute", "--json", str(dirs[name])]
-    done = submit_both(spark_cluster, JOBS / "recover.py", args)
+    done = submit(spark_cluster, JOBS / "recover.py", "--execute", "--json", dirs["cluster"])
     from kafkalog_spark.recovery.recover import recover
 
     engine = recover(dirs["engine"], execute_plan=True)
     assert engine.changed
     assert kl.verify(dirs["engine"], deep=True).ok
-    for name in ("cluster", "local"):
-        report = job_json(done[name])
-        assert not report["before"]["ok"] and report["after"]["ok"], name
-        assert_same_tree(dirs[name], dirs["engine"], f"recover ({name} vs engine)")
-        assert quarantine_of(dirs[name]) == quarantine_of(dirs["engine"]), name
+    report = job_json(done)
+    assert not report["before"]["ok"] and report["after"]["ok"]
+    assert_same_tree(dirs["cluster"], dirs["engine"], "recover (cluster vs engine)")
+    assert quarantine_of(dirs["cluster"]) == quarantine_of(dirs["engine"])
     assert len(quarantine_of(dirs["engine"])) >= 3
     assert 0 < kl.read_log(dirs["engine"]).num_rows < 3000
 
@@ -239,29 +233,28 @@ def delta_tables(dest: Path) -> dict[str, list[dict]]:
             for t in sorted(dest.iterdir()) if t.is_dir()}
 
 
-def test_migrate_job_on_the_cluster_equals_local_and_the_engine(spark_cluster, tmp_path):
+def test_migrate_job_on_the_cluster_equals_the_engine(spark_cluster, tmp_path):
     src = tmp_path / "input" / "logs"
     kl.write_log(records(3000, topic="orders", partitions=3), src, segment_bytes=32 * 1024,
                  max_batch_records=25, codec="snappy")
     kl.write_log(records(800, topic="users", partitions=2, keys=50), src,
                  segment_bytes=16 * 1024, max_batch_records=10)
-    dest = {name: tmp_path / name / "delta" for name in ("cluster", "local", "engine")}
-    args = lambda name: ["--partition-by", "partition", str(src), str(dest[name])]
-    done = submit_both(spark_cluster, JOBS / "migrate_delta.py", args)
+    dest = {name: tmp_path / name / "delta" for name in ("cluster", "engine")}
+    done = submit(spark_cluster, JOBS / "migrate_delta.py", "--partition-by", "partition", src,
+                  dest["cluster"])
     from kafkalog_spark.delta import migrate
 
     engine = migrate(src, dest["engine"], partition_by=["partition"])
     assert engine["records"] == 3800
     expected = delta_tables(dest["engine"])
     assert sorted(expected) == ["orders", "users"]
-    for name in ("cluster", "local"):
-        got = job_json(done[name])
-        assert (got["engine"], got["records"]) == ("spark", 3800), name
-        tables = delta_tables(dest[name])
-        assert sorted(tables) == sorted(expected), name
-        for topic in expected:
-            assert len(tables[topic]) == len(expected[topic]), (name, topic)
-            assert tables[topic] == expected[topic], (name, topic)
+    got = job_json(done)
+    assert (got["engine"], got["records"]) == ("spark", 3800)
+    tables = delta_tables(dest["cluster"])
+    assert sorted(tables) == sorted(expected)
+    for topic in expected:
+        assert len(tables[topic]) == len(expected[topic]), topic
+        assert tables[topic] == expected[topic], topic
     log = rows_of(kl.read_log(src, topics=["orders"]))
     assert [(r["partition"], r["offset"], r["key"], r["value"]) for r in expected["orders"]] == \
         [(r["partition"], r["offset"], r["key"], r["value"]) for r in log]
@@ -301,8 +294,8 @@ def printed(done, label: str) -> int:
 
 @pytest.fixture(scope="module")
 def datasource_runs(spark_cluster, tmp_path_factory):
-    """Builds the inputs, runs DATASOURCE_SCRIPT on the cluster and with local[2] (one submit
-    each); gives the paths and the CompletedProcesses."""
+    """Builds the inputs, runs DATASOURCE_SCRIPT on the cluster (one submit); gives the paths
+    and the CompletedProcess."""
     root = tmp_path_factory.mktemp("datasource")
     read_src = root / "read" / "logs"
     kl.write_log(records(3000, topic="orders", partitions=3), read_src, segment_bytes=32 * 1024,
@@ -324,20 +317,17 @@ def datasource_runs(spark_cluster, tmp_path_factory):
         pq.write_table(new.filter(pa.compute.equal(new["partition"], p)),
                        parquet / f"part-{p}.parquet")
     dirs = copies(base, root / "write")
-    out = {name: root / "read" / name for name in ("cluster", "local")}
-    for d in out.values():
-        d.mkdir()
+    out = root / "read" / "cluster"
+    out.mkdir()
     script = root / "datasource.py"
     script.write_text(DATASOURCE_SCRIPT)
-    done = submit_both(spark_cluster, script, lambda name: [
-        str(read_src), str(out[name]), str(parquet), str(dirs[name]), TOPIC_ID])
+    done = submit(spark_cluster, script, read_src, out, parquet, dirs["cluster"], TOPIC_ID)
     return {"read_src": read_src, "out": out, "parquet": parquet, "dirs": dirs, "done": done}
 
 
-def test_read_on_the_cluster_equals_local_and_read_log(datasource_runs):
+def test_read_on_the_cluster_equals_read_log(datasource_runs):
     src, out, done = (datasource_runs[k] for k in ("read_src", "out", "done"))
-    for name, run in done.items():  # several tasks: the read is really spread over executors
-        assert printed(run, "READ_PARTITIONS") >= 2, name
+    assert printed(done, "READ_PARTITIONS") >= 2  # the read is really spread over executors
     full = kl.read_log(src, include_headers=True, include_metadata=True)
     # as the source gives Spark: a record without headers has headers null (read_log: [])
     expected = rows_of(as_source(full, full.schema))
@@ -346,25 +336,22 @@ def test_read_on_the_cluster_equals_local_and_read_log(datasource_runs):
                                              include_headers=True, include_metadata=True),
                                  full.schema))
     assert len(expected) == 3600 and len(filtered) == 600
-    for name, folder in out.items():
-        got = pq.read_table(folder / "all.parquet")
-        assert sorted(got.schema.names) == sorted(full.schema.names), name
-        assert rows_of(got.select(full.schema.names)) == expected, name
-        some = pq.read_table(folder / "filtered.parquet").select(full.schema.names)
-        assert rows_of(some) == filtered, name
+    got = pq.read_table(out / "all.parquet")
+    assert sorted(got.schema.names) == sorted(full.schema.names)
+    assert rows_of(got.select(full.schema.names)) == expected
+    some = pq.read_table(out / "filtered.parquet").select(full.schema.names)
+    assert rows_of(some) == filtered
 
 
-def test_write_on_the_cluster_equals_local_and_write_log(datasource_runs):
+def test_write_on_the_cluster_equals_write_log(datasource_runs):
     parquet, dirs, done = (datasource_runs[k] for k in ("parquet", "dirs", "done"))
-    for name, run in done.items():
-        assert printed(run, "WRITE_PARTITIONS") >= 2, name
+    assert printed(done, "WRITE_PARTITIONS") >= 2
     ordered = pa.concat_tables(pq.read_table(parquet / f"part-{p}.parquet") for p in range(4))
     kl.write_log(ordered, dirs["engine"], topic="orders", codec="zstd", segment_bytes=16384,
                  max_batch_records=20, topic_ids={"orders": TOPIC_ID})
     assert TOPIC_ID in (dirs["engine"] / "orders-3" / N.PARTITION_METADATA).read_text()
-    for name in ("cluster", "local"):
-        assert_same_tree(dirs[name], dirs["engine"], f"write ({name} vs write_log)")
-        assert_no_leftovers(dirs[name])
+    assert_same_tree(dirs["cluster"], dirs["engine"], "write (cluster vs write_log)")
+    assert_no_leftovers(dirs["cluster"])
     got = kl.read_log(dirs["cluster"])
     assert got.num_rows == 4300
     assert kl.verify(dirs["cluster"], deep=True).ok
