@@ -7,11 +7,11 @@ The master comes from, first that exists: the ``master`` argument, spark-submit 
 ``$KAFKALOG_SPARK_MASTER``, else ``local[*]``. Every session gets :data:`REQUIRED_CONF` (UTC
 session time zone, Arrow) and the ``kafkalog`` data source; a value the user set for one of
 those is kept, with a warning. A local master also gets :data:`LOCAL_CONF` (loopback, no UI,
-few shuffle partitions, 2 GiB driver, Python workers on Unix sockets) where nothing set those
-keys, and its Python workers run this interpreter, forked by :mod:`~kafkalog_spark.daemon`
-where nothing chose a daemon (:mod:`~kafkalog_spark.spark_daemon` says where): forked with
-the package's task code already loaded. A cluster master is left as configured: ship the
-package to its executors as ``docs/cluster.md`` says.
+few shuffle and Delta snapshot partitions, 2 GiB driver, Python workers on Unix sockets) where
+nothing set those keys, and its Python workers run this interpreter, forked by
+:mod:`~kafkalog_spark.daemon` where nothing chose a daemon (:mod:`~kafkalog_spark.spark_daemon`
+says where): forked with the package's task code already loaded. A cluster master is left as
+configured: ship the package to its executors as ``docs/cluster.md`` says.
 
 Delta Lake: when delta-spark is on the session's classpath (a ``delta-spark_*`` jar in
 ``spark.jars`` / ``--jars``, or ``io.delta:delta-spark_*`` in ``spark.jars.packages`` /
@@ -57,6 +57,10 @@ LOCAL_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.bindAddress": "127.0.0.1",  # a laptop's job stays on loopback
     "spark.driver.host": "127.0.0.1",
+    # Delta Lake rebuilds a table's state in this many tasks at each commit and read (its
+    # default: 50): a local migrate making 3 delta-spark commits took 27.8 s, so 6.5 s
+    # (BENCHMARKS.md, "Delta's snapshot partitions"); unused without the Delta jars
+    "spark.databricks.delta.snapshotPartitions": "8",
 }
 if hasattr(socket, "AF_UNIX"):  # POSIX: the JVM and its Python workers talk over a Unix socket
     # Over loopback TCP each task of a Python worker waited ~40 ms (Nagle's algorithm against

@@ -38,6 +38,7 @@ pytestmark = pytest.mark.spark
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 DV_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
+SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 
 
 def delta_jars() -> list[str]:
@@ -388,10 +389,12 @@ def session_conf(conf: dict, keys: list[str], env: dict | None = None) -> dict:
 
 
 def test_session_with_delta_jars_gets_the_delta_extension_and_catalog():
+    """And a local master gets few Delta snapshot partitions (Delta's default 50 made each
+    commit seconds slower on local[2])."""
     jars = ",".join(delta_jars())
-    got = session_conf({}, list(DELTA_CONF),
+    got = session_conf({}, [*DELTA_CONF, SNAPSHOT_PARTITIONS],
                        env={"PYSPARK_SUBMIT_ARGS": f"--jars {jars} pyspark-shell"})
-    assert got == DELTA_CONF
+    assert got == {**DELTA_CONF, SNAPSHOT_PARTITIONS: "8"}
 
 
 def test_session_delta_asks_maven_for_the_jar_the_pip_package_matches():
@@ -408,10 +411,12 @@ def test_session_delta_asks_maven_for_the_jar_the_pip_package_matches():
 
 
 def test_session_keeps_the_users_own_sql_extensions_and_catalog():
-    """A user's own extension and catalog settings stay as they set them, jars or not."""
+    """A user's own extension, catalog and snapshot partitions stay as they set them, jars or
+    not."""
     jars = ",".join(delta_jars())
     mine = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension,my.Extension",
-            "spark.sql.catalog.spark_catalog": DELTA_CONF["spark.sql.catalog.spark_catalog"]}
+            "spark.sql.catalog.spark_catalog": DELTA_CONF["spark.sql.catalog.spark_catalog"],
+            SNAPSHOT_PARTITIONS: "3"}
     submit = " ".join(f"--conf {k}={v}" for k, v in mine.items())
     got = session_conf({}, list(mine),
                        env={"PYSPARK_SUBMIT_ARGS": f"--jars {jars} {submit} pyspark-shell"})
