@@ -581,7 +581,10 @@ def test_delta_spark_job_on_the_cluster_survives_a_killed_executor(spark_cluster
     (inject / "kld_daemon.py").write_text(HOLD_DAEMON)
     job = [REPO / "jobs" / "migrate_delta.py", "--writer", "delta-spark", "--topics", "orders",
            logs, dest]
-    conf = {**DELTA_CONF, "spark.ui.enabled": "false", "spark.task.maxFailures": "4"}
+    # a few tasks for Delta's snapshot state, not its default 50 (a local master gets 8 from
+    # session(); a cluster is left as configured)
+    conf = {**DELTA_CONF, "spark.ui.enabled": "false", "spark.task.maxFailures": "4",
+            SNAPSHOT_PARTITIONS: "2"}
     proc = spark_submit_background(
         *job, master=spark_cluster.url, submit_args=["--jars", ",".join(jars)],
         conf={**conf, "spark.python.daemon.module": "kld_daemon",
