@@ -57,9 +57,8 @@ LOCAL_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.bindAddress": "127.0.0.1",  # a laptop's job stays on loopback
     "spark.driver.host": "127.0.0.1",
-    # Delta Lake rebuilds a table's state in this many tasks at each commit and read (its
-    # default: 50): a local migrate making 3 delta-spark commits took 27.8 s, so 6.5 s
-    # (BENCHMARKS.md, "Delta's snapshot partitions"); unused without the Delta jars
+    # Delta rebuilds a table's state in this many tasks at each commit and read (default 50:
+    # 3 delta-spark commits 27.8 s, so 6.5 s; BENCHMARKS.md); unused without the Delta jars
     "spark.databricks.delta.snapshotPartitions": "8",
 }
 if hasattr(socket, "AF_UNIX"):  # POSIX: the JVM and its Python workers talk over a Unix socket
