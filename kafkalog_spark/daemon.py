@@ -18,6 +18,13 @@ loaded (the other jobs' kernels still load on their first call in each worker), 
 of the garbage collector's reach (``gc.freeze``): pyspark's worker collects after every task,
 which over all of that cost 35-40 ms a task.
 
+A task cut short (``show()``, ``take``, ``limit``: Spark stops reading and closes the worker's
+connection) made pyspark's daemon print a ``BrokenPipeError`` traceback for its worker's last
+flush on the session's stderr: 66 of them for ``df.limit(1).count()`` of a 66-task read, with
+or without this package (any Python data source; pyspark 4.1+ kills such a worker,
+SPARK-54344). Here such a worker ends as pyspark ends it, without the traceback
+(:func:`quiet_when_cut_short`).
+
 Forking after that is safe: the only threads it leaves are jemalloc's background thread, which
 importing pyarrow starts (jemalloc's fork handlers restart it in a child), and Arrow's CPU pool
 (as many threads as ``OMP_NUM_THREADS``, 1 as Spark starts its Python processes here; Arrow
@@ -27,9 +34,13 @@ daemon is pyspark's as it was: the workers meet the real error on the task that 
 
 from __future__ import annotations
 
+import functools
 import gc
 import importlib
 import logging
+import os
+from collections.abc import Callable
+from typing import Any
 
 from .codec.layout import CODEC_NAMES
 from .spark_daemon import prefer_installed_pyspark
@@ -65,6 +76,21 @@ def warm_worker_code() -> None:
         raise RuntimeError(f"the warm-up read {rows} rows of {len(CODEC_NAMES) * table.num_rows}")
 
 
+def quiet_when_cut_short(worker: Callable[..., int]) -> Callable[..., int]:
+    """pyspark's forked ``worker(sock, authenticated)``, except that Spark having closed the
+    connection first (``BrokenPipeError`` / ``ConnectionResetError`` out of the worker's last
+    flush: its task was cut short or killed) ends the worker process as pyspark's daemon does
+    (``os._exit(1)``), without printing the traceback: Spark reports what went wrong with a
+    task, if anything did."""
+    @functools.wraps(worker)
+    def run(sock: Any, authenticated: bool) -> int:
+        try:
+            return worker(sock, authenticated)
+        except (BrokenPipeError, ConnectionResetError):
+            os._exit(1)
+    return run
+
+
 def main() -> None:
     """``python -m kafkalog_spark.daemon WORKER_MODULE``: pyspark's daemon, which
     forks the workers, after :func:`prefer_installed_pyspark` and :func:`warm_worker_code`."""
@@ -79,6 +105,7 @@ def main() -> None:
     # above (numba, pyarrow, the package) that was 35-40 ms a task; frozen, the collections
     # skip what the daemon loaded and see only what the worker's tasks made since
     gc.freeze()
+    daemon.worker = quiet_when_cut_short(daemon.worker)
     daemon.manager()
 
 

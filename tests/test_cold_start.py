@@ -180,9 +180,10 @@ WARM_PROBE = textwrap.dedent("""
 @pytest.mark.parametrize("daemon", [None, "pyspark.daemon"])
 def test_a_local_sessions_workers_start_with_the_reader_loaded(tmp_path, daemon):
     """The package's daemon loads the data source's reader and writer, and the scan's kernels,
-    before it forks: a worker's first task finds them loaded. pyspark's own daemon (chosen by
-    the user here) forks workers that load them on their first task, each. Either way the
-    driver loaded its header walk while Spark started."""
+    before it forks: a worker's first task finds them loaded, and a worker whose task was cut
+    short ends quietly. pyspark's own daemon (chosen by the user here) forks workers that load
+    them on their first task, each. Either way the driver loaded its header walk while Spark
+    started."""
     env = dict(os.environ)
     env.pop("PYSPARK_GATEWAY_PORT", None)
     if daemon:
@@ -199,6 +200,9 @@ def test_a_local_sessions_workers_start_with_the_reader_loaded(tmp_path, daemon)
     if daemon:  # a fresh worker loads the package on its first task
         assert got["first"] == [[False, False, None]] * 2
         return
+    # the limit's tasks stopped reading early: their workers ended without a traceback each
+    # (pyspark's daemon prints a BrokenPipeError for every one of them)
+    assert "BrokenPipeError" not in out.stderr and "Traceback" not in out.stderr, out.stderr[-3000:]
     for reader, writer, kernels in got["first"] + got["after"]:
         assert reader and writer
         assert kernels is (True if jit else None)  # plain Python: no kernels to load
