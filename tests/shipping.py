@@ -38,7 +38,7 @@ def build_wheel(out_dir: Path) -> Path:
     skip = shutil.ignore_patterns("__pycache__", "*.egg-info")
     for top in ("kafkalog_spark", "pyspark_kafkalog"):
         shutil.copytree(REPO / top, src / top, ignore=skip)
-    for f in ("pyproject.toml", "README.md"):
+    for f in ("pyproject.toml", "setup.py", "kafkalog_spark_pyspark.pth", "README.md"):
         shutil.copy2(REPO / f, src / f)
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out_dir), str(src)])
     return next(out_dir.glob("kafkalog_spark-*.whl"))

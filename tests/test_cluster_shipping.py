@@ -102,6 +102,10 @@ def test_route_b_packed_virtualenv(spark_cluster, log_dir, expected, artifacts, 
     py = shipping.build_venv(venv, artifacts["wheel"], base=artifacts["deps_python"].parents[1])
     shipping.warm_up(py)
     assert shipping.cache_files(venv) > 0
+    # the wheel's start-up hook lands beside the package (without a pyspark here, it moves
+    # nothing: the executors below import Spark's zip)
+    assert [p.parent.name for p in venv.glob("lib/python*/site-packages/*.pth")
+            if p.name == "kafkalog_spark_pyspark.pth"] == ["site-packages"]
     archive = shipping.pack(venv, tmp_path / "venv.tar.gz")
     res = _submit(spark_cluster, log_dir,
                   conf={"spark.pyspark.python": "./environment/bin/python",
