@@ -47,7 +47,8 @@ def checkout_copy(root: Path) -> Path:
     """What ``pip install -e .`` and ``./dev`` read, copied (numba's caches left out)."""
     copy = root / "clone"
     copy.mkdir()
-    for name in ("dev", "pyproject.toml", "README.md", "examples/main_job.py"):
+    for name in ("dev", "pyproject.toml", "setup.py", "kafkalog_spark_pyspark.pth", "README.md",
+                 "examples/main_job.py"):
         (copy / name).parent.mkdir(exist_ok=True)
         shutil.copy2(REPO / name, copy / name)
     for name in ("kafkalog_spark", "pyspark_kafkalog"):
@@ -85,6 +86,9 @@ def test_dev_example_installs_the_runtime_dependencies_only(tmp_path: Path) -> N
     assert installed - needed <= {"pip", "setuptools"}, (
         f"installed but not required by the package: {sorted(installed - needed - {'pip'})}")
     assert not (copy / ".venv" / "node_modules").exists(), "a test server was installed"
+    # the start-up hook a wheel would install (an editable install has none: ./dev copies it)
+    hook = (copy / ".venv").glob("lib/python*/site-packages/kafkalog_spark_pyspark.pth")
+    assert len(list(hook)) == 1
     stamps = sorted(p.name for p in (copy / ".venv").glob(".installed-*"))
     assert [s.rsplit("-", 1)[0] for s in stamps] == [".installed-runtime"], stamps
 
