@@ -46,19 +46,24 @@ def test_cli_modules_load_nothing_heavy() -> None:
 def test_a_write_task_and_the_commit_load_the_writer_not_the_reader() -> None:
     """A Python worker that unpickles the data source's writer or its commit message imports
     ``datasource.writer`` only: not the reader's planning, column conversions and Spark type
-    mapping (``datasource.source`` and what it imports), which cost a cold worker ~0.1 s."""
+    mapping, which cost a cold worker ~0.1 s; the data source's class imports them only when
+    asked for a schema or a reader."""
     code = (
         "import sys\n"
         "from kafkalog_spark.datasource import writer\n"
         "print(sorted(m for m in sys.modules if m.startswith('kafkalog_spark.datasource.')))\n"
         "from kafkalog_spark.datasource import KafkaLogDataSource\n"
         "print(KafkaLogDataSource.name(), KafkaLogDataSource.__module__)\n"
+        "print(sorted(m for m in sys.modules if m.startswith('kafkalog_spark.datasource.')))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    loaded, named = out.stdout.strip().splitlines()
-    assert loaded == str([f"kafkalog_spark.datasource.{m}" for m in
-                          ("executors", "options", "write_options", "writer")])
+    loaded, named, with_source = out.stdout.strip().splitlines()
+    writing = ("executors", "options", "write_options", "writer")
+    assert loaded == str([f"kafkalog_spark.datasource.{m}" for m in writing])
     assert named == "kafkalog kafkalog_spark.datasource.source"
+    # the class Spark unpickles in the write's set-up process brings no reading side either
+    assert with_source == str([f"kafkalog_spark.datasource.{m}" for m in sorted(
+        (*writing, "source"))])
 
 
 def test_spark_planning_processes_load_no_numba(tmp_path) -> None:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-__all__ = ["KafkaLogDataSource", "spark_schema"]
+_EXPORTS = {"KafkaLogDataSource": ".source", "spark_schema": ".columns"}
+__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    if name not in __all__:
+    if name not in _EXPORTS:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(".source", __name__), name)
+    return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
 
 
 def __dir__() -> list[str]:
