@@ -231,6 +231,19 @@ class StandaloneCluster:
         self.procs.clear()
 
 
+def submit_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a ``spark-submit`` child: this one, without the test session's own
+    gateway and submit arguments, this venv's ``bin`` first on ``PATH`` and its python for the
+    workers (unless set), then ``extra``."""
+    env = dict(os.environ)
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.setdefault("PYSPARK_PYTHON", sys.executable)
+    env.update(extra or {})
+    return env
+
+
 def submit_command(script: str | Path, *args: str, master: str,
                    conf: dict[str, str] | None = None, submit_args: list[str] | None = None,
                    env: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
@@ -244,12 +257,7 @@ def submit_command(script: str | Path, *args: str, master: str,
     for k, v in (conf or {}).items():
         cmd += ["--conf", f"{k}={v}"]
     cmd += [*(submit_args or []), str(script), *map(str, args)]
-    full_env = dict(os.environ)
-    full_env.pop("PYSPARK_GATEWAY_PORT", None)
-    full_env.pop("PYSPARK_SUBMIT_ARGS", None)
-    full_env["PATH"] = f"{VENV_BIN}{os.pathsep}{full_env.get('PATH', '')}"
-    full_env.setdefault("PYSPARK_PYTHON", sys.executable)
-    full_env.update(env or {})
+    full_env = submit_env(env)
     if "NUMBA_DISABLE_JIT" in full_env:  # the plain-Python run reaches the executors too
         jit = full_env["NUMBA_DISABLE_JIT"]
         cmd[3:3] = ["--conf", f"spark.executorEnv.NUMBA_DISABLE_JIT={jit}"]

@@ -29,6 +29,7 @@ import kafkalog_spark as kl
 from kafkalog_spark.delta import migrate
 from kafkalog_spark.errors import InvalidOptionError
 
+from cluster import submit_command, submit_env
 from oracle import maven_jars
 from spark_jars import DELTA_CONF, JarSpark, artifact_name, pyspark_jars, spark_jars
 from test_delta_migrate import COLUMNS, delta_rows, log_rows, records
@@ -36,7 +37,6 @@ from test_delta_migrate import COLUMNS, delta_rows, log_rows, records
 pytestmark = pytest.mark.spark
 
 REPO = Path(__file__).resolve().parents[1]
-VENV_BIN = Path(sys.executable).parent
 DV_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
 SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
 
@@ -134,16 +134,6 @@ def make_logs(root: Path, orders: int = 600, partitions: int = 2, users: bool = 
     if users:
         kl.write_log(records(90, topic="users", partitions=1), logs, codec="gzip")
     return logs
-
-
-def submit_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
-    env.pop("PYSPARK_GATEWAY_PORT", None)
-    env.pop("PYSPARK_SUBMIT_ARGS", None)
-    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
-    env.setdefault("PYSPARK_PYTHON", sys.executable)
-    env.update(extra or {})
-    return env
 
 
 def delta_submit_args(jars: list[str]) -> list[str]:
@@ -455,22 +445,21 @@ def test_migrate_job_with_delta_spark_killed_then_rerun_is_exactly_once(tmp_path
     every record once; a third run adds nothing."""
     logs, dest = make_logs(tmp_path, orders=600, partitions=6), tmp_path / "delta"
     jars = delta_jars()
-    cmd = [str(VENV_BIN / "spark-submit"), "--master", "local[2]", *delta_submit_args(jars),
-           "--conf", "spark.ui.enabled=false", str(REPO / "jobs" / "migrate_delta.py"),
-           "--writer", "delta-spark", "--topics", "orders", str(logs), str(dest)]
-    code = kill_after_first_commit(cmd, submit_env(), dest / "orders", tmp_path / "first.out")
+    cmd, env = submit_command(REPO / "jobs" / "migrate_delta.py", "--writer", "delta-spark",
+                              "--topics", "orders", logs, dest, master="local[2]",
+                              conf={"spark.ui.enabled": "false"},
+                              submit_args=delta_submit_args(jars))
+    code = kill_after_first_commit(cmd, env, dest / "orders", tmp_path / "first.out")
     assert code == -signal.SIGKILL, (tmp_path / "first.out").read_text()[-3000:]
     assert 1 <= len(commits(dest / "orders")) < 6
-    done = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True, timeout=600,
-                          cwd=REPO)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0, done.stderr[-4000:]
     assert json.loads(done.stdout[done.stdout.index("{"):])["writer"] == "delta-spark"
     rows = delta_rows(dest / "orders")
     assert_once(rows)
     assert rows == duckdb_rows(dest / "orders") == log_rows(logs, topics=["orders"])
     made = len(commits(dest / "orders"))
-    done = subprocess.run(cmd, env=submit_env(), capture_output=True, text=True, timeout=600,
-                          cwd=REPO)
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=REPO)
     assert done.returncode == 0 and len(commits(dest / "orders")) == made
 
 
