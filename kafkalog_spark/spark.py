@@ -35,8 +35,8 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from .errors import SparkSetupError
-from .spark_daemon import (DAEMON_CONF, DAEMON_MODULE, one_daemon_for_sql_and_rdd,
-                           prefer_installed_pyspark, workers_import_this_package)
+from .spark_daemon import (DAEMON_CONF, DAEMON_MODULE, prefer_installed_pyspark,
+                           workers_import_this_package)
 from .storage import LOCAL
 
 if TYPE_CHECKING:  # pyspark is imported only when a session is asked for
@@ -57,13 +57,14 @@ LOCAL_CONF: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.bindAddress": "127.0.0.1",  # a laptop's job stays on loopback
     "spark.driver.host": "127.0.0.1",
-    # Delta rebuilds a table's state in this many tasks at each commit and read (default 50: 3
-    # delta-spark commits 27.8 s, so 6.5 s; BENCHMARKS.md); unused without the Delta jars
+    # Delta rebuilds a table's state in this many tasks at each commit and read (default 50:
+    # 3 delta-spark commits 27.8 s, so 6.5 s; BENCHMARKS.md); unused without the Delta jars
     "spark.databricks.delta.snapshotPartitions": "8",
 }
 if hasattr(socket, "AF_UNIX"):  # POSIX: the JVM and its Python workers talk over a Unix socket
-    # Over loopback TCP a task waited ~40 ms (Nagle against delayed ACKs): 130 empty tasks 7.7 s
-    # on local[1], 1.4 s so with the daemon's frozen heap (BENCHMARKS.md, "Python workers")
+    # Over loopback TCP each task of a Python worker waited ~40 ms (Nagle's algorithm against
+    # delayed ACKs): 130 empty tasks took 7.7 s on local[1], 1.4 s so with the daemon's frozen
+    # heap (:mod:`kafkalog_spark.daemon`; BENCHMARKS.md, "Python workers: 40 ms a task")
     LOCAL_CONF["spark.python.unix.domain.socket.enabled"] = "true"
 # Delta Lake's SQL extension and catalog (delta-spark's documented session settings), added
 # where nothing set them when delta-spark is on the classpath
@@ -169,7 +170,6 @@ def session(master: str | None = None, *, app_name: str = "kafkalog",
             os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
         if workers_import_this_package(configured):
             defaults[DAEMON_CONF] = DAEMON_MODULE
-        defaults.update(one_daemon_for_sql_and_rdd({**configured, **(conf or {})}))
     for key, value in defaults.items():
         if key not in configured:
             settings[key] = value

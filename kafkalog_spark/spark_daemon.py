@@ -69,23 +69,6 @@ def at_python_start() -> None:
         pass
 
 
-SIMPLIFIED_TRACEBACK = "spark.sql.execution.pyspark.udf.simplifiedTraceback.enabled"
-SHARED_WORKERS_ENV = "spark.executorEnv.SPARK_SIMPLIFIED_TRACEBACK"
-
-
-def one_daemon_for_sql_and_rdd(given: dict[str, str]) -> dict[str, str]:
-    """Settings that give a data source's scans and writes and the engines' RDD jobs (verify,
-    migrate, compact, restore) one daemon per executor instead of two. Spark keeps a daemon per
-    set of worker environment variables, and its SQL runners add ``SPARK_SIMPLIFIED_TRACEBACK=1``
-    (``given[SIMPLIFIED_TRACEBACK]``, on by default) where RDD jobs add nothing: a session that
-    did both started a second daemon on each executor, loading the package again (2-2.7 s
-    here: BENCHMARKS.md). The variable set for every worker makes both keys one. Nothing where
-    ``given`` sets the variable or turns simplified tracebacks off."""
-    if SHARED_WORKERS_ENV in given or given.get(SIMPLIFIED_TRACEBACK, "").lower() == "false":
-        return {}
-    return {SHARED_WORKERS_ENV: "1"}
-
-
 def workers_import_this_package(configured: dict[str, str]) -> bool:
     """Whether a local master's Python workers can run :data:`DAEMON_MODULE`: nothing chose
     a daemon, they run this interpreter, and this package comes from a file on its path (not

@@ -78,46 +78,6 @@ def test_spark_planning_processes_import_the_installed_pyspark(spark):
     assert spark.read.format("kafkalog_test_pyspark_origin").load().schema.names == ["installed"]
 
 
-@pytest.mark.spark
-def test_scans_and_rdd_jobs_share_one_daemon(spark):
-    """A data source's scan and an RDD job (the engines') get their workers from one daemon:
-    Spark keys its daemons by the workers' environment, and its SQL runners add
-    SPARK_SIMPLIFIED_TRACEBACK, which the session sets for every worker (before: two daemons,
-    the second loading the package again on the first RDD job after a scan: 2-2.7 s)."""
-    from pyspark.sql.datasource import DataSource, DataSourceReader
-
-    class Parent(DataSource):
-        @classmethod
-        def name(cls):
-            return "kafkalog_test_worker_parent"
-
-        def schema(self):
-            return "daemon INT"
-
-        def reader(self, schema):
-            class Read(DataSourceReader):
-                def read(self, partition):
-                    import os as o
-                    yield (o.getppid(),)
-            return Read()
-
-    spark.dataSource.register(Parent)
-    scan = spark.read.format("kafkalog_test_worker_parent").load().collect()[0].daemon
-    rdd = spark.sparkContext.parallelize([0], 1).map(lambda _: os.getppid()).collect()[0]
-    assert scan == rdd
-
-
-def test_one_daemon_unless_the_user_chose_otherwise():
-    """The variable is added where nothing set it and simplified tracebacks are on."""
-    from kafkalog_spark.spark_daemon import (SHARED_WORKERS_ENV, SIMPLIFIED_TRACEBACK,
-                                             one_daemon_for_sql_and_rdd)
-
-    assert one_daemon_for_sql_and_rdd({}) == {SHARED_WORKERS_ENV: "1"}
-    assert one_daemon_for_sql_and_rdd({SIMPLIFIED_TRACEBACK: "true"}) == {SHARED_WORKERS_ENV: "1"}
-    assert one_daemon_for_sql_and_rdd({SIMPLIFIED_TRACEBACK: "False"}) == {}
-    assert one_daemon_for_sql_and_rdd({SHARED_WORKERS_ENV: "0"}) == {}
-
-
 def test_the_start_up_hook_never_stops_python(monkeypatch):
     """Whatever goes wrong in the .pth's call, the process starts (pyspark from the zip)."""
     import kafkalog_spark.spark_daemon as sd
