@@ -18,8 +18,5 @@ class BuildWithPth(build_py):
         super().run()
         self.copy_file(str(Path(__file__).resolve().parent / PTH), str(Path(self.build_lib) / PTH))
 
-    def get_outputs(self, include_bytecode: bool = True) -> list[str]:
-        return [*super().get_outputs(include_bytecode), str(Path(self.build_lib) / PTH)]
-
 
 setup(cmdclass={"build_py": BuildWithPth})
