@@ -152,7 +152,7 @@ class StandaloneCluster:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.ui_port}/json/", timeout=5) as r:
                 state = json.load(r)
-        except OSError:
+        except (OSError, ValueError):  # not up yet: refused, or an empty page while it starts
             return None
         if state.get("url") != self.url:
             raise RuntimeError(f"the web UI on port {self.ui_port} is the status of "
