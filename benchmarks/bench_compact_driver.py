@@ -5,10 +5,11 @@ One ``compact --engine spark --execute --force`` (``cleanup.policy=compact``) in
 session with ``spark.default.parallelism`` 128 (as ``bench_scaling.py`` runs it), on a copy of
 ``--log`` made before the clock starts. Printed: each driver phase's start and duration from the
 call's start — ``discover``, ``plan_log_dir`` (with the Spark engine a job of planning tasks),
-each Spark action (``collect``), ``swap_all`` (every partition's swap, in the swap threads) —
-and, for the swaps, how many calls each file operation of the local storage got and their
-summed seconds (over the threads). ``--swap-threads`` changes ``compact.SWAP_THREADS``.
-Timings are printed, never asserted.
+each Spark action (``collect``, ``foreach``), ``swap_all`` (every partition's swap, in the swap
+threads), ``remove_replaced`` (the replaced files' removal, a Spark job) — and, for the
+swaps, how many calls each file operation of the local storage got and their summed seconds
+(over the threads). ``--swap-threads`` changes ``compact.SWAP_THREADS``. Timings are printed,
+never asserted.
 
     PYTHONPATH=$PWD .venv/bin/python benchmarks/bench_compact_driver.py --log /tmp/s33/big/data/kafka-logs-0 --copy /tmp/cd/copy
 """
@@ -34,6 +35,7 @@ def main() -> int:
     import pyspark
 
     from kafkalog_spark.compaction import compact as C
+    from kafkalog_spark.compaction import spark_job as J
     from kafkalog_spark.spark import session
     from kafkalog_spark.storage.local import LocalStorage
 
@@ -72,7 +74,10 @@ def main() -> int:
 
     for name in ("discover", "plan_log_dir"):
         timed(C, name, phase)
-    timed(pyspark.RDD, "collect", phase)
+    for name in ("collect", "foreach"):
+        timed(pyspark.RDD, name, phase)
+    if hasattr(J, "remove_replaced"):  # the replaced files' removal job (a later checkout)
+        timed(J, "remove_replaced", phase)
     for name in FILE_OPS:
         timed(LocalStorage, name, op)
     swap_all = C.swap_all

@@ -4,7 +4,7 @@ saying it must be on storage every executor reaches; never an empty result, neve
 traceback from inside a task.
 
 The cluster fixture's workers run in their own mount namespace with an empty tmpfs over
-``spark_cluster.hidden``: what the driver writes there, the executors do not see. The five
+``spark_cluster.hidden``: what the driver writes there, the executors do not see. The six
 spark-submits start together in the ``runs`` fixture, two at a time (one starts its driver
 while the other's executors work); each test waits for its own and checks its output.
 """
@@ -38,6 +38,14 @@ READ = """
     spark = session()
     df = spark.read.format("kafkalog").load({path!r})
     print("ROWS", df.count())
+"""
+REMOVE = """
+    from pathlib import Path
+    from kafkalog_spark.compaction.spark_job import remove_replaced
+    from kafkalog_spark.spark import session
+    paths = sorted(Path({path!r}).rglob("*.deleted"))
+    remove_replaced(session(), paths)
+    print("LEFT", sum(p.exists() for p in paths), "OF", len(paths))
 """
 WRITE = """
     from kafkalog_spark.spark import session
@@ -88,7 +96,7 @@ class Run:
 
 @pytest.fixture(scope="module")
 def runs(spark_cluster, tmp_path_factory) -> dict[str, Run]:
-    """Every test's spark-submit (all five, whichever tests run), started here two at a time,
+    """Every test's spark-submit (all six, whichever tests run), started here two at a time,
     longest first; each names a folder of its own under ``spark_cluster.hidden``, removed at
     the end."""
     assert spark_cluster.hidden is not None
@@ -99,6 +107,11 @@ def runs(spark_cluster, tmp_path_factory) -> dict[str, Run]:
                                             for name in ("read", "compact", "verify"))
     table, target = hidden / "migrate" / "table", hidden / "write" / "logs"
     target.parent.mkdir(parents=True)
+    replaced = hidden / "remove"
+    for name in ("t-0", "t-1"):
+        (replaced / name).mkdir(parents=True)
+        for base in (0, 40):
+            (replaced / name / f"{base:020d}.log.deleted").write_bytes(b"old")
     runs = {
         "read": Run(_script(local / "read.py", READ, read_logs), read_logs),
         "migrate": Run(jobs / "migrate_delta.py", table,
@@ -108,6 +121,7 @@ def runs(spark_cluster, tmp_path_factory) -> dict[str, Run]:
                        ("--execute", "--force", "--config", "cleanup.policy=compact",
                         str(compact_logs)), before=_files(compact_logs)),
         "verify": Run(jobs / "recover.py", verify_logs, (str(verify_logs),)),
+        "remove": Run(_script(local / "remove.py", REMOVE, replaced), replaced),
     }
     pool = ThreadPoolExecutor(2)
     try:
@@ -168,3 +182,14 @@ def test_write_to_a_driver_only_log_dir_fails_and_writes_nothing(runs):
     assert "PathNotSharedError" in out and SHARED_MSG in out
     assert not run.path.exists() or not any(run.path.iterdir())
     assert not [p for p in run.path.parent.iterdir() if "staging" in p.name]
+
+
+def test_replaced_files_the_executors_cannot_see_are_removed_by_the_driver(runs):
+    """A compaction's last step, removing the swaps' ``.deleted`` files in tasks, falls back to
+    the driver when the tasks fail: the swaps are done, nothing is left behind."""
+    run = runs["remove"]
+    out = run.done.stdout + run.done.stderr
+    assert run.done.returncode == 0, out[-3000:]
+    assert "LEFT 0 OF 4" in run.done.stdout.splitlines(), out[-3000:]
+    assert "PathNotSharedError" in out  # the tasks failed: the driver removed them
+    assert not list(run.path.rglob("*.deleted"))

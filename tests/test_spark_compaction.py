@@ -238,7 +238,7 @@ def test_the_driver_reads_no_segment_to_plan(spark, tmp_path, monkeypatch):
     facts) runs in Spark tasks, not on the driver: with the driver's planning disabled, the
     Spark engine's compaction still gives the local engine's result."""
     import kafkalog_spark.compaction.plan as plan
-    import kafkalog_spark.compaction.spark_job as job
+    from kafkalog_spark.storage.local import LocalStorage
 
     segs = [[rec(i, b"k%d" % (i % 4), b"v%d" % i) for i in range(j, j + 6)] for j in (0, 6, 12)]
     for name in ("local", "spark"):
@@ -266,3 +266,38 @@ def test_the_driver_reads_no_segment_to_plan(spark, tmp_path, monkeypatch):
     same_files(tmp_path / "local", tmp_path / "spark", ["t-0", "t-1", "t-2"])
     with pytest.raises(AssertionError, match="replayed"):  # the local engine plans here
         compact(tmp_path / "spark", now_ms=T, execute=True, force=True, options=opts)
+
+
+def test_the_replaced_files_are_removed_in_tasks(spark, tmp_path, monkeypatch):
+    """The swaps' replaced files (``.deleted``) are removed by tasks after the checkpoint, not
+    on the driver: with the driver's removal refused, the Spark engine still leaves none, and
+    the same bytes as the local engine; a second run finds nothing left to clean."""
+    from kafkalog_spark.storage.local import LocalStorage
+
+    segs = [[rec(i, b"k%d" % (i % 3), b"v%d" % i) for i in range(j, j + 6)] for j in (0, 6, 12)]
+    for name in ("local", "spark"):
+        for p in (0, 1):
+            build_partition(tmp_path / name, segs + [[]], topic="t", partition=p)
+    opts = {"cleanup.policy": "compact"}  # one cleaned segment for the three old ones
+    compact(tmp_path / "local", now_ms=T, execute=True, force=True, options=opts)
+
+    remove = LocalStorage.remove
+
+    def refuse(self, path, **kw):  # in this process only: the tasks run in Python workers
+        if str(path).endswith(f".{N.DELETED}"):
+            raise AssertionError(f"the driver removed {path}")
+        remove(self, path, **kw)
+
+    monkeypatch.setattr(LocalStorage, "remove", refuse)
+    before = {p.name for p in (tmp_path / "spark" / "t-0").iterdir()}
+    dist = compact(tmp_path / "spark", now_ms=T, execute=True, force=True, options=opts,
+                   engine="spark", spark=spark)
+    assert dist.metrics["partitions_cleaned"] == 2
+    gone = before - {p.name for p in (tmp_path / "spark" / "t-0").iterdir()}
+    assert len(gone) >= 3  # several old segments were replaced (and removed)
+    assert not [p for p in (tmp_path / "spark").rglob("*") if N.DELETED in p.name]
+    assert leftovers(tmp_path / "spark") == []
+    same_files(tmp_path / "local", tmp_path / "spark", ["t-0", "t-1"])
+    again = compact(tmp_path / "spark", now_ms=T, execute=True, options=opts, engine="spark",
+                    spark=spark)
+    assert again.metrics.get("partitions_cleaned", 0) == 0

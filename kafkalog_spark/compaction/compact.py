@@ -11,6 +11,7 @@ Per partition, under the log dir's ``.lock``::
     3  rewrite each group -> one cleaned segment (rewrite.py)
     4  replace_segments: .cleaned -> .swap -> live, old files (and the producer snapshots of
        old segments no cleaned one starts at, as Kafka's replaceSegments) .deleted, removed
+       (Spark engine: removed in tasks after 5, spark_job.remove_replaced)
     5  cleaner-offset-checkpoint := end offset (atomic write)
     6  local engine, when the key map filled: plan the next pass from that end offset and
        repeat 2-5 until firstUncleanable — what Kafka's cleaner does over later rounds
@@ -44,7 +45,7 @@ from ..errors import InvalidOptionError
 from ..log.discovery import discover
 from ..log.partition_state import check_high_watermark_source, partition_state, read_offsets
 from ..log.selection import command_partitions
-from ..log.swap import NewSegment, complete_interrupted_swaps, replace_segments
+from ..log.swap import Dispose, NewSegment, complete_interrupted_swaps, replace_segments
 from ..log.tiered_topics import refuse_tiered, tiered_partitions
 from ..log.topic_config import configured_partitions
 from ..retention.retain import retain
@@ -189,10 +190,12 @@ def clean_partition_local(plan: CleaningPlan, stats: dict[str, float], *, now_ms
         plan = nxt
 
 
-def swap_in(plan: CleaningPlan, outputs: Sequence[GroupOutput], *, step: Step | None = None
-            ) -> None:
+def swap_in(plan: CleaningPlan, outputs: Sequence[GroupOutput], *, step: Step | None = None,
+            dispose: Dispose | None = None) -> None:
     """Replace the rewritten segments of one partition (steps 4; its checkpoint: step 5), each
-    with the ``.txnindex`` Kafka's cleaner gives it (:mod:`.txn_index`)."""
+    with the ``.txnindex`` Kafka's cleaner gives it (:mod:`.txn_index`); ``dispose``: as
+    :func:`~kafkalog_spark.log.swap.replace_segments` takes it (default: remove the replaced
+    files)."""
     old = [s.base_offset for g in plan.groups for s in g.sources]
     after = [s.base_offset for s in plan.state.segments if s.base_offset > max(old)]
     indexes = txn_indexes(plan.facts.aborts_indexed if plan.facts is not None else (),
@@ -202,7 +205,7 @@ def swap_in(plan: CleaningPlan, outputs: Sequence[GroupOutput], *, step: Step | 
                       end_offset=o.end_offset,
                       index_interval_bytes=plan.config.index_interval_bytes)
            for o, t in zip(outputs, indexes)]
-    replace_segments(plan.state.path, new, old, step=step)
+    replace_segments(plan.state.path, new, old, step=step, dispose=dispose)
 
 
 class CleanerCheckpoint:
@@ -223,18 +226,24 @@ class CleanerCheckpoint:
 
 
 def swap_all(plans: Sequence[CleaningPlan], outputs: Mapping[tuple[str, int], list[GroupOutput]],
-             checkpoint: CleanerCheckpoint, step: Step | None = None) -> None:
+             checkpoint: CleanerCheckpoint, step: Step | None = None) -> list[Path]:
     """The Spark engine's swaps: every partition's (independent of the others: their own
     folders) in a few threads, so that their fsyncs overlap, then one checkpoint write for the
-    log dir (a crash before it: the next run cleans those partitions again, idempotent). With
-    ``step`` (progress, crash tests) one after the other, in a fixed order."""
+    log dir (a crash before it: the next run cleans those partitions again, idempotent).
+    Returns the replaced files, renamed ``.deleted``, for the caller to remove (step 6 later,
+    as Kafka deletes a swap's old segments after it: a crash first leaves files the next load
+    or compaction removes). With ``step`` (progress, crash tests) one after the other, in a
+    fixed order, each removing its own (returns none)."""
+    replaced: list[Path] = []
+    keep = None if step is not None else lambda path, reason: replaced.append(path)
     if step is None and len(plans) > 1:
         with ThreadPoolExecutor(max_workers=min(SWAP_THREADS, len(plans))) as pool:
-            list(pool.map(lambda p: swap_in(p, outputs[p.state.tp]), plans))
+            list(pool.map(lambda p: swap_in(p, outputs[p.state.tp], dispose=keep), plans))
     else:
         for plan in plans:
-            swap_in(plan, outputs[plan.state.tp], step=step)
+            swap_in(plan, outputs[plan.state.tp], step=step, dispose=keep)
     checkpoint.write(plans, step)
+    return replaced
 
 
 def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]], *,
@@ -335,11 +344,12 @@ def compact(log_dirs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]],
             plans = plan_log_dir(fresh, **kw, plan_all=plan_all)
             checkpoint = CleanerCheckpoint(log_dir.path)
             if engine == "spark":
-                from .spark_job import rewrite_spark
+                from .spark_job import remove_replaced, rewrite_spark
 
                 with rewrite_spark(plans, result.stats, spark=spark,
                                    exact_keys=exact_keys) as outputs:
-                    swap_all(plans, outputs, checkpoint, step)
+                    replaced = swap_all(plans, outputs, checkpoint, step)
+                remove_replaced(spark, replaced)
                 result.plans += plans
             else:  # one partition at a time: memory holds one partition's key map
                 for plan in plans:

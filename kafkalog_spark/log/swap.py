@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,6 +68,28 @@ def remove_file(path: Path, reason: str) -> None:
     fs = storage_for(path)
     fs.remove(path)
     fs.fsync_dir(path.parent)
+
+
+def remove_files(paths: Sequence[str | os.PathLike[str]], threads: int = 1) -> None:
+    """Delete ``paths`` (one already gone is fine: another attempt got there first) and make the
+    deletions durable with one fsync per folder — step 6 of a swap done later, by whoever
+    holds the list of its ``.deleted`` files. ``threads``: removals at once (each waits on the
+    file system's journal, not on Python)."""
+    files = [Path(p) for p in paths]
+
+    def remove(path: Path) -> None:
+        with disk_errors("removing a replaced file", path):
+            storage_for(path).remove(path, missing_ok=True)
+
+    if threads > 1 and len(files) > 1:
+        with ThreadPoolExecutor(max_workers=min(threads, len(files))) as pool:
+            list(pool.map(remove, files))
+    else:
+        for path in files:
+            remove(path)
+    for folder in dict.fromkeys(path.parent for path in files):
+        with disk_errors("making removals durable", folder):
+            storage_for(folder).fsync_dir(folder)
 
 
 def _listing(pdir: str | os.PathLike[str]) -> list[os.DirEntry[str]]:
