@@ -36,14 +36,20 @@ def damaged(tmp_path: Path) -> Path:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("tasks", [2, 3])  # whole partitions in one job; segments, two jobs
+@pytest.mark.parametrize("tasks", [2, 3])  # whole partitions; segments, then their partitions
 def test_spark_report_equals_local(spark, damaged: Path, tasks: int) -> None:
     from kafkalog_spark.log.discovery import discover
 
     shape = plan_bins(discover(damaged).all_partition_dirs(), tasks)[0]
     assert shape == {2: "partitions", 3: "segments"}[tasks]
     local = verify(damaged, deep=True)
-    distributed = verify_spark(spark, damaged, deep=True, tasks=tasks)
+    sc = spark.sparkContext
+    sc.setJobGroup(f"verify-{tasks}", "verify_spark")
+    try:
+        distributed = verify_spark(spark, damaged, deep=True, tasks=tasks)
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+    assert len(sc.statusTracker().getJobIdsForGroup(f"verify-{tasks}")) == 1  # either shape
     assert not local.ok
     assert distributed.to_dict() == local.to_dict()
     df = problems_dataframe(spark, distributed)
@@ -140,3 +146,20 @@ def test_plan_bins_caps_segments_per_task(tmp_path: Path) -> None:
                              for si in range(len(p.segments)))
     assert max(sum(count(u) for u in b) for b in bins) <= 2 * 10
     assert len(plan_bins(parts, 2)[1]) == 2  # under the default cap: one task per core
+
+
+@pytest.mark.spark
+def test_a_partition_with_a_snapshot_and_no_segment(spark, damaged: Path) -> None:
+    """The segments shape's tasks know partitions by their segments; one with none still gets
+    its producer snapshots checked, as the local verify checks them."""
+    snapshot = next((damaged / "orders-0").glob("*.snapshot"), None)
+    empty = damaged / "orders-2"
+    empty.mkdir()
+    if snapshot is not None:
+        shutil.copy(snapshot, empty / snapshot.name)
+    (empty / "00000000000000009999.snapshot").write_bytes(b"not a snapshot")
+    local = verify(damaged, deep=True)
+    assert any("orders-2" in (p.file or "") for p in local.problems)
+    for tasks in (2, 3):
+        assert verify_spark(spark, damaged, deep=True, tasks=tasks).to_dict() == \
+            local.to_dict(), tasks

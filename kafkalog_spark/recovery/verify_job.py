@@ -10,20 +10,22 @@ of bytes (:func:`balance`), or more tasks when a core's share would exceed
 
 * **whole partitions** (the usual case: many partitions) — one Spark job; a task checks its
   partitions' segments and then replays their producer state;
-* **segments** (a few large partitions would leave cores idle) — a job over segments, then a
-  small second job running the producer-state replay per partition that has producer state
-  (it replays segments in order, so a partition is its unit).
+* **segments** (a few large partitions would leave cores idle) — one job of two stages: tasks
+  over segments, their checks shuffled by partition to tasks running each partition's
+  producer-state replay where it has producer state (it replays segments in order, so a
+  partition is its unit), which pass every check on to the driver.
 
-Each Spark job costs ~0.1–0.25 s of fixed time here, which is why the whole-partition shape is
-preferred whenever it balances. The driver then assembles the report exactly as the local path
-does, so both give the same problems in the same order. Executors must see the same paths
-(local mode, or a shared filesystem).
+Each Spark job costs ~0.1–0.25 s of fixed time here (the segments shape once ran two: the
+driver collected the checks and sent them out again), and a shuffle stage a little less, which
+is why the whole-partition shape is preferred whenever it balances. The driver then assembles
+the report exactly as the local path does, so both give the same problems in the same order.
+Executors must see the same paths (local mode, or a shared filesystem).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -70,9 +72,10 @@ def _log_dirs_visible(segments: Iterable[Any]) -> None:
         require_visible(log_dir, "log dir")
 
 
-def _segment_bin(units: list, deep: bool, check_indexes: bool) -> list[tuple[int, int, SegmentCheck]]:
+def _segment_bin(units: list, deep: bool, check_indexes: bool
+                 ) -> list[tuple[int, tuple[int, SegmentCheck]]]:
     _log_dirs_visible(u[2] for u in units)
-    return [(u[0], u[1], _check_segment(u, deep, check_indexes)) for u in units]
+    return [(u[0], (u[1], _check_segment(u, deep, check_indexes))) for u in units]
 
 
 def _partition_bin(units: list, deep: bool, check_indexes: bool) -> list[tuple[int, list, list]]:
@@ -86,9 +89,23 @@ def _partition_bin(units: list, deep: bool, check_indexes: bool) -> list[tuple[i
     return out
 
 
-def _state_task(unit: tuple, check_indexes: bool) -> tuple[int, list]:
-    pi, part, checks = unit
-    return pi, verify_producer_state(part, checks, check_indexes=check_indexes)
+def _state_bin(rows: Iterable[tuple[int, tuple[int, SegmentCheck]]], parts: Any,
+               check_indexes: bool) -> Iterator[tuple[int, list, list]]:
+    """The segments shape's second stage: the checks its partitions' segments got (shuffled by
+    partition), in order, and each partition's producer-state problems; ``parts``: a broadcast
+    of the partition dirs."""
+    found: dict[int, list[tuple[int, SegmentCheck]]] = {}
+    for pi, check in rows:
+        found.setdefault(pi, []).append(check)
+    for pi, got in found.items():
+        part = parts.value[pi]
+        checks = [c for _, c in sorted(got, key=lambda c: c[0])]
+        yield pi, checks, (verify_producer_state(part, checks, check_indexes=check_indexes)
+                           if _needs_state(part, checks, check_indexes) else [])
+
+
+def _identity(pi: int) -> int:
+    return pi
 
 
 def balance(units: list, n: int, size=lambda u: u[2].log_size) -> list[list]:
@@ -154,23 +171,24 @@ def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence
     sc = spark.sparkContext
     checks: list[list[Any]] = [[None] * len(p.segments) for p in parts]
     states: list[list] = [[] for _ in parts]
+    for pi, part in enumerate(parts):  # no segment, so in no task: its snapshots, if any
+        if not part.segments and _needs_state(part, [], check_indexes):
+            states[pi] = verify_producer_state(part, [], check_indexes=check_indexes)
     shape, bins = plan_bins(parts, tasks or sc.defaultParallelism)
+    results: list[tuple[int, list, list]] = []
     if bins and shape == "partitions":
         task = partial(_partition_bin, deep=deep, check_indexes=check_indexes)
-        for pi, seg_checks, state in sc.parallelize(bins, len(bins)).flatMap(task).collect():
-            checks[pi], states[pi] = seg_checks, state
-        return assemble_report(found, paths, zip(checks, states), deep=deep)
-    if bins:
+        results = sc.parallelize(bins, len(bins)).flatMap(task).collect()
+    elif bins:
         task = partial(_segment_bin, deep=deep, check_indexes=check_indexes)
-        for pi, si, result in sc.parallelize(bins, len(bins)).flatMap(task).collect():
-            checks[pi][si] = result
-    state_units = [(pi, part, checks[pi]) for pi, part in enumerate(parts)
-                   if _needs_state(part, checks[pi], check_indexes)]
-    if state_units:
-        n = max(1, min(len(state_units), sc.defaultParallelism))
-        task = partial(_state_task, check_indexes=check_indexes)
-        for pi, problems in sc.parallelize(state_units, n).map(task).collect():
-            states[pi] = problems
+        n = max(1, min(len(parts), sc.defaultParallelism))
+        parts_of = sc.broadcast(parts)
+        state = partial(_state_bin, parts=parts_of, check_indexes=check_indexes)
+        results = (sc.parallelize(bins, len(bins)).flatMap(task).partitionBy(n, _identity)
+                   .mapPartitions(state).collect())
+        parts_of.destroy()
+    for pi, seg_checks, problems in results:
+        checks[pi], states[pi] = seg_checks, problems
     return assemble_report(found, paths, zip(checks, states), deep=deep)
 
 
