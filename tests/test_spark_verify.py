@@ -36,7 +36,7 @@ def damaged(tmp_path: Path) -> Path:
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("tasks", [2, 3])  # whole partitions; segments, then their partitions
+@pytest.mark.parametrize("tasks", [2, 3])  # whole partitions in one job; segments, two jobs
 def test_spark_report_equals_local(spark, damaged: Path, tasks: int) -> None:
     from kafkalog_spark.log.discovery import discover
 
@@ -49,7 +49,7 @@ def test_spark_report_equals_local(spark, damaged: Path, tasks: int) -> None:
         distributed = verify_spark(spark, damaged, deep=True, tasks=tasks)
     finally:
         sc.setLocalProperty("spark.jobGroup.id", None)
-    assert len(sc.statusTracker().getJobIdsForGroup(f"verify-{tasks}")) == 1  # either shape
+    assert len(sc.statusTracker().getJobIdsForGroup(f"verify-{tasks}")) == {2: 1, 3: 2}[tasks]
     assert not local.ok
     assert distributed.to_dict() == local.to_dict()
     df = problems_dataframe(spark, distributed)
@@ -150,8 +150,9 @@ def test_plan_bins_caps_segments_per_task(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_a_partition_with_a_snapshot_and_no_segment(spark, damaged: Path) -> None:
-    """The segments shape's tasks know partitions by their segments; one with none still gets
-    its producer snapshots checked, as the local verify checks them."""
+    """Tasks get partitions through their segments (the whole-partition bins hold only those
+    with segments); one with none still gets its producer snapshots checked, as the local
+    verify checks them, in either shape."""
     snapshot = next((damaged / "orders-0").glob("*.snapshot"), None)
     empty = damaged / "orders-2"
     empty.mkdir()

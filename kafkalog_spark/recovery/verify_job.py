@@ -10,22 +10,21 @@ of bytes (:func:`balance`), or more tasks when a core's share would exceed
 
 * **whole partitions** (the usual case: many partitions) — one Spark job; a task checks its
   partitions' segments and then replays their producer state;
-* **segments** (a few large partitions would leave cores idle) — one job of two stages: tasks
-  over segments, their checks shuffled by partition to tasks running each partition's
-  producer-state replay where it has producer state (it replays segments in order, so a
-  partition is its unit), which pass every check on to the driver.
+* **segments** (a few large partitions would leave cores idle) — a job over segments, then a
+  small second job running the producer-state replay per partition that has producer state
+  (it replays segments in order, so a partition is its unit).
 
-Each Spark job costs ~0.1–0.25 s of fixed time here (the segments shape once ran two: the
-driver collected the checks and sent them out again), and a shuffle stage a little less, which
-is why the whole-partition shape is preferred whenever it balances. The driver then assembles
-the report exactly as the local path does, so both give the same problems in the same order.
-Executors must see the same paths (local mode, or a shared filesystem).
+Each Spark job costs ~0.1–0.25 s of fixed time here, which is why the whole-partition shape is
+preferred whenever it balances (one job of two stages, the checks shuffled by partition to the
+replays, was tried: the shuffle cost more than the second job, BENCHMARKS.md). The driver then
+assembles the report exactly as the local path does, so both give the same problems in the
+same order. Executors must see the same paths (local mode, or a shared filesystem).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -59,6 +58,12 @@ def _needs_state(part, checks: Sequence[SegmentCheck], check_indexes: bool) -> b
                 or (check_indexes and any(s.txnindex is not None for s in part.segments)))
 
 
+def _producer_state(part, checks: Sequence[SegmentCheck], check_indexes: bool) -> list:
+    """A partition's producer-state problems, where it has producer state to check."""
+    return (verify_producer_state(part, checks, check_indexes=check_indexes)
+            if _needs_state(part, checks, check_indexes) else [])
+
+
 def _check_segment(unit: tuple, deep: bool, check_indexes: bool) -> SegmentCheck:
     _, si, seg, active, topic, partition = unit
     return verify_segment(seg, deep=deep, check_indexes=check_indexes, active=active,
@@ -72,10 +77,9 @@ def _log_dirs_visible(segments: Iterable[Any]) -> None:
         require_visible(log_dir, "log dir")
 
 
-def _segment_bin(units: list, deep: bool, check_indexes: bool
-                 ) -> list[tuple[int, tuple[int, SegmentCheck]]]:
+def _segment_bin(units: list, deep: bool, check_indexes: bool) -> list[tuple[int, int, SegmentCheck]]:
     _log_dirs_visible(u[2] for u in units)
-    return [(u[0], (u[1], _check_segment(u, deep, check_indexes))) for u in units]
+    return [(u[0], u[1], _check_segment(u, deep, check_indexes)) for u in units]
 
 
 def _partition_bin(units: list, deep: bool, check_indexes: bool) -> list[tuple[int, list, list]]:
@@ -83,29 +87,13 @@ def _partition_bin(units: list, deep: bool, check_indexes: bool) -> list[tuple[i
     out = []
     for pi, part, seg_units in units:
         checks = [_check_segment(u, deep, check_indexes) for u in seg_units]
-        state = (verify_producer_state(part, checks, check_indexes=check_indexes)
-                 if _needs_state(part, checks, check_indexes) else [])
-        out.append((pi, checks, state))
+        out.append((pi, checks, _producer_state(part, checks, check_indexes)))
     return out
 
 
-def _state_bin(rows: Iterable[tuple[int, tuple[int, SegmentCheck]]], parts: Any,
-               check_indexes: bool) -> Iterator[tuple[int, list, list]]:
-    """The segments shape's second stage: the checks its partitions' segments got (shuffled by
-    partition), in order, and each partition's producer-state problems; ``parts``: a broadcast
-    of the partition dirs."""
-    found: dict[int, list[tuple[int, SegmentCheck]]] = {}
-    for pi, check in rows:
-        found.setdefault(pi, []).append(check)
-    for pi, got in found.items():
-        part = parts.value[pi]
-        checks = [c for _, c in sorted(got, key=lambda c: c[0])]
-        yield pi, checks, (verify_producer_state(part, checks, check_indexes=check_indexes)
-                           if _needs_state(part, checks, check_indexes) else [])
-
-
-def _identity(pi: int) -> int:
-    return pi
+def _state_task(unit: tuple, check_indexes: bool) -> tuple[int, list]:
+    pi, part, checks = unit
+    return pi, verify_producer_state(part, checks, check_indexes=check_indexes)
 
 
 def balance(units: list, n: int, size=lambda u: u[2].log_size) -> list[list]:
@@ -172,23 +160,25 @@ def verify_spark(spark: "SparkSession", paths: str | os.PathLike[str] | Sequence
     checks: list[list[Any]] = [[None] * len(p.segments) for p in parts]
     states: list[list] = [[] for _ in parts]
     for pi, part in enumerate(parts):  # no segment, so in no task: its snapshots, if any
-        if not part.segments and _needs_state(part, [], check_indexes):
-            states[pi] = verify_producer_state(part, [], check_indexes=check_indexes)
+        if not part.segments:
+            states[pi] = _producer_state(part, [], check_indexes)
     shape, bins = plan_bins(parts, tasks or sc.defaultParallelism)
-    results: list[tuple[int, list, list]] = []
     if bins and shape == "partitions":
         task = partial(_partition_bin, deep=deep, check_indexes=check_indexes)
-        results = sc.parallelize(bins, len(bins)).flatMap(task).collect()
-    elif bins:
+        for pi, seg_checks, state in sc.parallelize(bins, len(bins)).flatMap(task).collect():
+            checks[pi], states[pi] = seg_checks, state
+        return assemble_report(found, paths, zip(checks, states), deep=deep)
+    if bins:
         task = partial(_segment_bin, deep=deep, check_indexes=check_indexes)
-        n = max(1, min(len(parts), sc.defaultParallelism))
-        parts_of = sc.broadcast(parts)
-        state = partial(_state_bin, parts=parts_of, check_indexes=check_indexes)
-        results = (sc.parallelize(bins, len(bins)).flatMap(task).partitionBy(n, _identity)
-                   .mapPartitions(state).collect())
-        parts_of.destroy()
-    for pi, seg_checks, problems in results:
-        checks[pi], states[pi] = seg_checks, problems
+        for pi, si, result in sc.parallelize(bins, len(bins)).flatMap(task).collect():
+            checks[pi][si] = result
+    state_units = [(pi, part, checks[pi]) for pi, part in enumerate(parts)
+                   if part.segments and _needs_state(part, checks[pi], check_indexes)]
+    if state_units:
+        n = max(1, min(len(state_units), sc.defaultParallelism))
+        task = partial(_state_task, check_indexes=check_indexes)
+        for pi, problems in sc.parallelize(state_units, n).map(task).collect():
+            states[pi] = problems
     return assemble_report(found, paths, zip(checks, states), deep=deep)
 
 
