@@ -204,6 +204,7 @@ WARM_PROBE = textwrap.dedent("""
                                "driver": None if driver is None else len(driver) > 0,
                                "all": df.count(), "daemon": sc.getConf().get(
                                    "spark.python.daemon.module")}))
+    print("STOPPING", file=sys.stderr, flush=True)
     spark.stop()
 """)
 
@@ -233,8 +234,12 @@ def test_a_local_sessions_workers_start_with_the_reader_loaded(tmp_path, daemon)
         assert got["first"] == [[False, False, None]] * 2
         return
     # the limit's tasks stopped reading early: their workers ended without a traceback each
-    # (pyspark's daemon prints a BrokenPipeError for every one of them)
-    assert "BrokenPipeError" not in out.stderr and "Traceback" not in out.stderr, out.stderr[-3000:]
+    # (pyspark's daemon prints a BrokenPipeError for every one of them). Until the session
+    # stops: then pyspark's own daemon of the data source's planning processes (which the
+    # package does not replace) may print one for an idle planner worker whose socket the
+    # JVM closed (BENCHMARKS.md)
+    running = out.stderr.split("STOPPING\n", 1)[0]
+    assert "BrokenPipeError" not in running and "Traceback" not in running, running[-3000:]
     for reader, writer, kernels in got["first"] + got["after"]:
         assert reader and writer
         assert kernels is (True if jit else None)  # plain Python: no kernels to load
