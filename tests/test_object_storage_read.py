@@ -511,6 +511,24 @@ def test_refusing_endpoint_fails_fast_naming_the_uri(s3):
         assert uri in line and "did not answer" in line
 
 
+@pytest.mark.parametrize("message, kind", [
+    # a refusing endpoint whose port holds "403" / "404" (CI of 26c57cd: port 403xx)
+    ("When getting information for key 'x' in bucket 'b': AWS Error NETWORK_CONNECTION during "
+     "HeadObject operation: curlCode: 7, Could not connect to server; Details: Failed to connect "
+     "to 127.0.0.1:40312 after 0 ms: Could not connect to server", TimeoutError),
+    ("Failed to connect to [::1]:14044 after 0 ms: Could not connect to server", TimeoutError),
+    ("AWS Error UNKNOWN (HTTP status 403) during HeadObject operation: No response body.",
+     PermissionError),
+    ("AWS Error UNKNOWN (HTTP status 404) during HeadObject operation: No response body.",
+     FileNotFoundError),
+])
+def test_store_errors_read_statuses_not_port_numbers(message, kind):
+    from kafkalog_spark.storage.options import store_error
+    err = store_error(OSError(message), "s3://bkt/x", "read")
+    assert type(err) is kind, (err, message)
+    assert "s3://bkt/x" in str(err)
+
+
 # --- 6. ObjectPath ----------------------------------------------------------------------------
 
 

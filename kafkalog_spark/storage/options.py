@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
@@ -231,19 +232,25 @@ def refuse(path: ObjectPath | str, what: str) -> RemoteStorageError:
         "a local disk, run there, and upload the result", Location(file=str(path)))
 
 
+_ENDPOINT = re.compile(r"[\w.\-\]\[]*:\d+")  # host:port, [::1]:port, scheme://host:port
+_STATUS = re.compile(r"\b[45]\d\d\b")
+
+
 def store_error(exc: OSError, uri: str, what: str) -> OSError:
     """``exc`` from ``pyarrow.fs`` as an ``OSError`` whose message says what to do and names
     ``uri`` (pyarrow's messages name buckets and keys, never credentials)."""
     text = str(exc)
     low = text.lower()
+    # HTTP statuses as whole numbers outside any host:port ("127.0.0.1:40312" is no 403)
+    statuses = set(_STATUS.findall(_ENDPOINT.sub(" ", low)))
     if isinstance(exc, FileNotFoundError) or "not found" in low or "nosuchkey" in low \
-            or "no such" in low or "404" in low and "bucket" not in low:
+            or "no such" in low or "404" in statuses and "bucket" not in low:
         if "nosuchbucket" in low or "bucket" in low and "does not exist" in low:
             return FileNotFoundError(errno.ENOENT, "no such bucket", uri)
         return FileNotFoundError(errno.ENOENT, "no such object or folder", uri)
-    if any(s in low for s in ("access denied", "access_denied", "forbidden", "403",
-                              "invalidaccesskeyid", "signaturedoesnotmatch",
-                              "authorization", "authenticat", "credential")):
+    if "403" in statuses or any(s in low for s in (
+            "access denied", "access_denied", "forbidden", "invalidaccesskeyid",
+            "signaturedoesnotmatch", "authorization", "authenticat", "credential")):
         return PermissionError(errno.EACCES, "access denied: check the store's credentials "
                                "(storage options, or the provider chain: environment, profile, "
                                "instance role)", uri)
