@@ -15,10 +15,13 @@ import errno
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from ..errors import InvalidOptionError, Location, RemoteStorageError
+
+if TYPE_CHECKING:
+    from .paths import ObjectPath
 
 # one canonical name per setting (delta-rs / object_store spelling where one exists) and the
 # other spellings users write (object_store's short aliases, pyarrow's names)
