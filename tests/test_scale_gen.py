@@ -125,6 +125,35 @@ def test_pack_splits_keeps_every_split_once_in_order(generated) -> None:
     assert len(pack_splits(splits[:3], 1 << 30, min_tasks=4)) == 3
 
 
+@pytest.mark.parametrize("slots", [3, 4, 7, 128])
+def test_packed_tasks_fill_the_slots_in_even_waves(generated, slots) -> None:
+    """As many tasks as slots (or a multiple, when ``max_bytes`` needs more), of about equal
+    weight: no short last wave of one or two tasks (the 4 GiB bench log's 4,146 segments made
+    130 tasks for 128 slots)."""
+    from dataclasses import replace
+
+    from kafkalog_spark.datasource.plan import pack_splits, plan_scan
+    from kafkalog_spark.datasource.splits import split_bytes
+
+    one = plan_scan({"path": ",".join(generated.log_dirs)}).splits[0]
+    sizes = np.random.default_rng(slots).integers(1_000, 20_000, size=40 * slots)
+    ends = np.cumsum(sizes)
+    splits = [replace(one, start_position=int(e - n), end_position=int(e))
+              for n, e in zip(sizes, ends)]
+    weights = [split_bytes(s) + 1024 for s in splits]
+    total, heaviest = sum(weights), max(weights)
+    for waves in (1, 2, 3):
+        max_bytes = total // (waves * slots) + heaviest  # room for waves * slots runs, not fewer
+        if waves > 1:
+            max_bytes = min(max_bytes, total // ((waves - 1) * slots) - 1)
+        tasks = pack_splits(splits, max_bytes, min_tasks=slots, open_cost=1024)
+        assert [s for t in tasks for s in t.splits] == splits
+        assert len(tasks) == waves * slots, (waves, len(tasks))
+        mean = total / len(tasks)
+        for t in tasks:
+            assert abs(sum(split_bytes(s) + 1024 for s in t.splits) - mean) <= heaviest
+
+
 def test_packed_tasks_read_what_read_log_reads(generated) -> None:
     from kafkalog_spark.datasource.options import parse_read_options
     from kafkalog_spark.datasource.plan import pack_splits, plan_scan

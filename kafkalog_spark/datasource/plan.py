@@ -59,30 +59,37 @@ def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
     """Group consecutive splits into Spark tasks, as Spark's file source packs small files.
 
     Each split weighs its bytes plus ``open_cost`` (times ``cost(split)`` when given: its work
-    per byte, relative to uncompressed data); a task holds at most ``max_bytes`` of
-    weight (a heavier split is a task of its own) and about ``total / n`` where
-    ``n = max(min_tasks, total / max_bytes)``, so small inputs keep ``min_tasks``-way
-    parallelism. With at most ``min_tasks`` splits every split is its own task. Why: a Spark
-    task of a Python data source costs fixed time (launch to finish 11 ms in a local session,
-    ~60 ms with Spark's default loopback TCP and pyspark's daemon: BENCHMARKS.md, "Python
-    workers: 40 ms a task"), more than reading a small segment; one task per segment made a
-    log dir of thousands of small segments take minutes.
+    per byte, relative to uncompressed data). The splits, in order, are cut into ``n`` runs of
+    about ``total / n`` weight each (a split goes to the run its middle falls in), ``n`` the
+    smallest multiple of ``min_tasks`` with ``total / n <= max_bytes``; a task never holds more
+    than ``max_bytes`` (a heavier split is a task of its own). So small inputs keep
+    ``min_tasks``-way parallelism, and with ``min_tasks`` the session's parallelism (its slots)
+    the tasks fill the slots in waves that end together (closing a task when the next split
+    would pass ``total / n`` made 130 tasks for 128 slots: a third wave of two tasks). With at
+    most ``min_tasks`` splits every split is its own task.
+    Why packed: a Spark task of a Python data source costs fixed time (launch to finish 11 ms
+    in a local session, ~60 ms with Spark's default loopback TCP and pyspark's daemon:
+    BENCHMARKS.md, "Python workers: 40 ms a task"), more than reading a small segment; one
+    task per segment made a log dir of thousands of small segments take minutes.
     """
     if len(splits) <= min_tasks:
         return [KafkaLogTask((s,)) for s in splits]
     weights = [split_bytes(s) + open_cost if cost is None
                else int((split_bytes(s) + open_cost) * cost(s)) for s in splits]
     total = sum(weights)
-    target = min(max_bytes, max(1, -(-total // max(min_tasks, -(-total // max_bytes)))))
+    n = min_tasks * -(-total // (max_bytes * min_tasks))  # waves of min_tasks, each <= max
     tasks: list[KafkaLogTask] = []
     current: list[KafkaLogSplit] = []
-    weight = 0
+    weight = done = run = 0
     for split, w in zip(splits, weights):
-        if current and weight + w > target:
+        its_run = min(n - 1, (2 * done + w) * n // (2 * total))  # where its middle falls
+        if current and (its_run != run or weight + w > max_bytes):
             tasks.append(KafkaLogTask(tuple(current)))
             current, weight = [], 0
         current.append(split)
         weight += w
+        done += w
+        run = its_run
     if current:
         tasks.append(KafkaLogTask(tuple(current)))
     return tasks
