@@ -203,6 +203,28 @@ def test_second_run_commits_nothing_and_appends_only_new_records(logs, tmp_path)
     assert DeltaTable(str(dest / "orders")).version() == version + 1
 
 
+def test_table_exists_knows_a_new_folder_without_loading_deltalake(logs, tmp_path):
+    """A migration into new tables asks before its job whether each exists: a local folder
+    without ``_delta_log`` is answered without importing ``deltalake``; a ``_delta_log`` without
+    a commit is no table; a migrated one is."""
+    probe = ("import sys; from pathlib import Path\n"
+             "from kafkalog_spark.delta.commit import table_exists\n"
+             "print(table_exists(Path(sys.argv[1])), 'deltalake' in sys.modules)")
+    new = tmp_path / "new"
+    new.mkdir()
+    out = subprocess.run([sys.executable, "-c", probe, str(new)], capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["False", "False"]
+    (new / "_delta_log").mkdir()
+    out = subprocess.run([sys.executable, "-c", probe, str(new)], capture_output=True,
+                         text=True, check=True).stdout.split()
+    assert out == ["False", "True"]
+    migrate(logs, tmp_path / "delta", topics=["orders"])
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "delta" / "orders")],
+                         capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["True", "True"]
+
+
 def test_dry_run_writes_nothing(logs, tmp_path):
     m = migrate(logs, tmp_path / "delta", dry_run=True)
     assert m["dry_run"] and m["commits"] == 0

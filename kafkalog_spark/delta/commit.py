@@ -17,7 +17,9 @@ checks, just before committing, that the versions it planned from are still the 
 
 from __future__ import annotations
 
+import importlib
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
@@ -72,10 +74,22 @@ def delta_table(path: Path | ObjectPath):
 
 
 def table_exists(path: Path) -> bool:
-    """Whether ``path`` holds a Delta table (a ``_delta_log`` with a commit)."""
+    """Whether ``path`` holds a Delta table (a ``_delta_log`` with a commit). A local folder
+    without ``_delta_log`` holds none: known without loading ``deltalake`` (0.14 s, a migration
+    into new tables asks before its job starts)."""
+    fs = storage_for(path)
+    if is_local(fs) and not fs.is_dir(path / "_delta_log"):
+        return False
     from deltalake import DeltaTable
 
     return DeltaTable.is_deltatable(str(path), storage_options=delta_options(path))
+
+
+def load_in_background() -> None:
+    """Import what the commits need in a thread, while the caller waits on a Spark job (a
+    driver blocked in py4j holds no GIL): the commits after the job start at once."""
+    threading.Thread(target=importlib.import_module, args=("deltalake.transaction",),
+                     name="kafkalog-import-deltalake", daemon=True).start()
 
 
 def migrated_offsets(path: Path, app_ids: list[str]) -> dict[str, int]:
