@@ -84,6 +84,9 @@ SPECIAL_DIR_KINDS = (DELETE_DIR, FUTURE_DIR, STRAY_DIR)
 _SPECIAL_DIR_PATTERN = {k: re.compile(rf"^(\S+)-(\S+)\.(\S+)-{k}$") for k in SPECIAL_DIR_KINDS}
 _KRAFT_SNAPSHOT = re.compile(r"^(\d+)-(\d+)\.checkpoint(?:\.(part|deleted))?$")
 _DIGITS = re.compile(r"^\d+$")
+_TRANSIENT_ENDINGS = tuple(f".{s}" for s in TRANSIENT_SUFFIXES)
+_CANONICAL_SEGMENT_FILE = re.compile(
+    rf"([0-9]{{{OFFSET_DIGITS}}})\.({'|'.join(SEGMENT_FILE_KINDS)})")
 _LEGAL_TOPIC = re.compile(r"^[a-zA-Z0-9._-]+$")  # Topic.validate's character set (ASCII only)
 MAX_TOPIC_LENGTH = 249  # Topic.MAX_NAME_LENGTH
 
@@ -179,6 +182,9 @@ def parse_segment_file_name(name: str) -> SegmentFileName:
     LogDirError
         When the name is not of that form (e.g. a KRaft ``.checkpoint``, ``partition.metadata``).
     """
+    canonical = _CANONICAL_SEGMENT_FILE.fullmatch(name)  # most names: one match, no checks
+    if canonical and int(canonical[1]) <= INT64_MAX:
+        return SegmentFileName(int(canonical[1]), canonical[2], None, True)
     offset = offset_from_file_name(name)
     parts = name.split(".")
     transient = None
@@ -319,7 +325,7 @@ def partition_dir_name(topic: str, partition: int, kind: str | None = None,
 
 def is_transient(name: str) -> bool:
     """Whether ``name`` carries a ``.deleted``/``.cleaned``/``.swap`` suffix."""
-    return any(name.endswith(f".{s}") for s in TRANSIENT_SUFFIXES)
+    return name.endswith(_TRANSIENT_ENDINGS)
 
 
 def is_tmp(name: str) -> bool:
