@@ -92,9 +92,8 @@ READ_OPTIONS: tuple[OptionSpec, ...] = (
                "boundaries found through the offset index (a remote segment in compressed or "
                "encrypted chunks: at chunk boundaries, at least 10 chunks apart)"),
     OptionSpec("minPartitions", str(DEFAULT_MIN_PARTITIONS),
-               "Spark tasks a read is packed into: this many of about equal work, or a multiple "
-               "of it when maxBytesPerPartition needs more (small segments share a task; each "
-               "task has a fixed cost, so match it to the cores: the waves then end together)"),
+               "tasks a read is packed into, of equal work (a multiple of it if maxBytesPer"
+               "Partition needs more); each has a fixed cost: match it to the cores"),
     OptionSpec("maxRowsPerBatch", str(DEFAULT_MAX_ROWS_PER_BATCH),
                "most rows per Arrow record batch a task yields"),
     OptionSpec("verifyCrc", "true", "check every batch's CRC"),

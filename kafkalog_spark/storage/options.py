@@ -15,13 +15,10 @@ import errno
 import os
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..errors import InvalidOptionError, Location, RemoteStorageError
-
-if TYPE_CHECKING:
-    from .paths import ObjectPath
 
 # one canonical name per setting (delta-rs / object_store spelling where one exists) and the
 # other spellings users write (object_store's short aliases, pyarrow's names)
@@ -227,8 +224,10 @@ def build_filesystem(store: str, options: Mapping[str, str], account: str = ""):
 # --- errors ------------------------------------------------------------------------------------
 
 
-def refuse(path: ObjectPath | str, what: str) -> RemoteStorageError:
-    """The error for an operation an object store cannot do safely."""
+def refuse(path: object, what: str) -> RemoteStorageError:
+    """The error for an operation an object store cannot do safely at ``path`` (an
+    :class:`~kafkalog_spark.storage.paths.ObjectPath` or its URI: ``paths`` imports this
+    module, so it is not named here)."""
     return RemoteStorageError(
         f"object storage cannot {what} (no atomic rename, no lock): compact, retain, recover, "
         "rebuild-index and writes into a log dir run on local disks only; copy the log dir to "
