@@ -27,8 +27,8 @@ from ..errors import InvalidOptionError, Location, LogDirError
 from ..log.model import LogDirs
 from ..storage import as_path, storage_for, user_paths
 from ..storage.paths import ObjectPath
-from .commit import (begin_run, clean_killed_runs, commit, delta_table, end_run,
-                     load_in_background, migrated_offsets, table_exists, table_lock)
+from .commit import (begin_run, clean_killed_runs, commit, delta_table, end_run, migrated_offsets,
+                     table_exists, table_lock)
 from .history import RUN_ID_KEY, run_commits
 from .options import MigrateOptions, parse_migrate_options
 from .plan import SourceListing, TablePlan, plan_table, source_partitions
@@ -166,7 +166,6 @@ def _run_tables(planned: list[tuple[TablePlan, dict[str, int], str]], opts: Migr
                        plan.read_options(opts),
                        plan.path.options if isinstance(plan.path, ObjectPath) else None)
             for plan, _ in pending]
-    load_in_background()
     written = write_spark(spark, jobs, opts.partition_by, run_id, listing)
     commits = _commits([partial(_commit_table, plan, files, opts, run_id, reached, step)
                         for (plan, reached), files in zip(pending, written)], step is None)

@@ -44,7 +44,7 @@ from ..storage import as_path, storage_for
 from ..storage.atomic import disk_errors
 from ..storage.paths import ObjectPath
 from .columns import transform
-from .commit import DataFile, data_file
+from .commit import DataFile, data_file, load_in_background
 from .files import file_name, write_splits
 from .options import MigrateOptions
 from .plan import SourceListing, TablePlan
@@ -242,8 +242,10 @@ def write_spark(spark: "SparkSession", tables: list[TableWrite], partition_by: t
     if not tasks:
         return out
     with task_errors():
-        rows = (sc.parallelize(tasks, len(tasks))
-                .flatMap(partial(files_task, tables, partition_by, run_id)).collect())
+        rdd = sc.parallelize(tasks, len(tasks)).flatMap(
+            partial(files_task, tables, partition_by, run_id))
+        load_in_background()  # what the commits import, while the driver waits on the job
+        rows = rdd.collect()
     for i, staged, file in sorted(rows, key=lambda r: (r[0], r[1])):
         out[i].append(file if tables[i].in_place()  # written where it stays, attempt-named
                       else _moved(tables[i], staged, file, file_name(run_id, len(out[i]))))
