@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,9 +87,15 @@ def table_exists(path: Path) -> bool:
 
 def load_in_background() -> None:
     """Import what the commits need in a thread, while the caller waits on a Spark job (a
-    driver blocked in py4j holds no GIL): the commits after the job start at once."""
-    threading.Thread(target=importlib.import_module, args=("deltalake.transaction",),
+    driver blocked in py4j holds no GIL): the commits after the job start at once. A failed
+    import says nothing here: the commit's own import raises it, typed, in the caller."""
+    threading.Thread(target=_import_quietly, args=("deltalake.transaction",),
                      name="kafkalog-import-deltalake", daemon=True).start()
+
+
+def _import_quietly(module: str) -> None:
+    with suppress(Exception):
+        importlib.import_module(module)
 
 
 def migrated_offsets(path: Path, app_ids: list[str]) -> dict[str, int]:
