@@ -207,22 +207,21 @@ def test_table_exists_knows_a_new_folder_without_loading_deltalake(logs, tmp_pat
     """A migration into new tables asks before its job whether each exists: a local folder
     without ``_delta_log`` is answered without importing ``deltalake``; a ``_delta_log`` without
     a commit is no table; a migrated one is."""
-    probe = ("import sys; from pathlib import Path\n"
-             "from kafkalog_spark.delta.commit import table_exists\n"
-             "print(table_exists(Path(sys.argv[1])), 'deltalake' in sys.modules)")
+    script = ("import sys; from pathlib import Path\n"
+              "from kafkalog_spark.delta.commit import table_exists\n"
+              "print(table_exists(Path(sys.argv[1])), 'deltalake' in sys.modules)")
+
+    def probe(path: Path) -> list[str]:  # a fresh interpreter: nothing imported before
+        return subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True,
+                              text=True, check=True).stdout.split()
+
     new = tmp_path / "new"
     new.mkdir()
-    out = subprocess.run([sys.executable, "-c", probe, str(new)], capture_output=True,
-                         text=True, check=True).stdout.split()
-    assert out == ["False", "False"]
+    assert probe(new) == ["False", "False"]
     (new / "_delta_log").mkdir()
-    out = subprocess.run([sys.executable, "-c", probe, str(new)], capture_output=True,
-                         text=True, check=True).stdout.split()
-    assert out == ["False", "True"]
+    assert probe(new) == ["False", "True"]
     migrate(logs, tmp_path / "delta", topics=["orders"])
-    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "delta" / "orders")],
-                         capture_output=True, text=True, check=True).stdout.split()
-    assert out == ["True", "True"]
+    assert probe(tmp_path / "delta" / "orders") == ["True", "True"]
 
 
 def test_dry_run_writes_nothing(logs, tmp_path):

@@ -183,8 +183,8 @@ def parse_segment_file_name(name: str) -> SegmentFileName:
         When the name is not of that form (e.g. a KRaft ``.checkpoint``, ``partition.metadata``).
     """
     canonical = _CANONICAL_SEGMENT_FILE.fullmatch(name)  # most names: one match, no checks
-    if canonical and int(canonical[1]) <= INT64_MAX:
-        return SegmentFileName(int(canonical[1]), canonical[2], None, True)
+    if canonical and (offset := int(canonical[1])) <= INT64_MAX:
+        return SegmentFileName(offset, canonical[2], None, True)
     offset = offset_from_file_name(name)
     parts = name.split(".")
     transient = None
