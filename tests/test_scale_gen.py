@@ -181,3 +181,73 @@ def test_min_partitions_option_sets_the_fewest_tasks(generated) -> None:
     assert [s for t in two for s in t.splits] == [s for t in default for s in t.splits]
     with pytest.raises(InvalidOptionError, match="minPartitions must be an integer >= 1"):
         parse_read_options({"path": path, "minPartitions": "0"})
+
+
+def _first_entry_codec(seg) -> int | None:
+    table = scan_entries(np.fromfile(seg.log, np.uint8), max_entries=1)
+    return int(table.codec[0]) if len(table) else None
+
+
+def test_first_codec_reads_every_format_from_the_header(generated) -> None:
+    """v0 and v1 wrappers and v2 batches of every codec: the codec the header's first bytes
+    give is the one a walk of the segment finds for its first entry."""
+    from kafkalog_spark.log.segment_info import first_codec
+
+    segments = [s for p in discover(generated.log_dirs).all_partition_dirs() for s in p.segments]
+    assert {first_codec(s) for s in segments} == {0, 1, 2, 3, 4}
+    assert [first_codec(s) for s in segments] == [_first_entry_codec(s) for s in segments]
+
+
+def test_segment_codecs_find_each_change_from_few_reads(tmp_path, monkeypatch) -> None:
+    """A partition written gzip, then lz4, then zstd (40 segments): each segment's codec, from
+    the headers of a few segments; one codec throughout: two reads; an empty segment: none."""
+    from kafkalog_spark.log import segment_info
+
+    noise = np.random.default_rng(5).integers(0, 256, size=(3000, 40), dtype=np.uint8)
+    table = pa.table({"value": [row.tobytes() for row in noise]})
+    out = tmp_path / "d"
+    runs = (("gzip", 1000), ("lz4", 800), ("zstd", 1200))
+    for codec, n in runs:
+        kl.write_log(table.slice(0, n), out, topic="t", partition=0, codec=codec,
+                     segment_bytes=1200, max_batch_records=40)
+    segments = discover([str(out)]).all_partition_dirs()[0].segments
+    truth = [_first_entry_codec(s) for s in segments]
+    assert len(segments) >= 40 and truth == sorted(truth, key=[1, 3, 4].index)
+    reads = []
+    counted = segment_info.first_codec
+    monkeypatch.setattr(segment_info, "first_codec", lambda s: reads.append(s) or counted(s))
+    assert segment_info.segment_codecs(segments) == truth
+    assert len(reads) <= 2 + 2 * 2 * int(np.ceil(np.log2(len(segments))))  # two changes
+    reads.clear()
+    gzip_run = segments[:truth.count(1)]
+    assert segment_info.segment_codecs(gzip_run) == [1] * len(gzip_run) and len(reads) == 2
+    empty = tmp_path / "d" / "t-0" / f"{5000:020d}.log"
+    empty.touch()
+    last = discover([str(out)]).all_partition_dirs()[0].segments[-1]
+    assert last.log == empty and segment_info.segment_codecs([last]) == [None]
+
+
+def test_scan_tasks_weigh_each_segment_by_its_codec(generated) -> None:
+    """The data source's tasks hold equal work, not equal bytes: a byte of a gzip segment
+    weighs what ``SCAN_CODEC_COST`` says (per segment: legacy segments and codec switches
+    inside a partition included), so a task of gzip segments holds fewer bytes."""
+    from kafkalog_spark.codec.layout import CODEC_NAMES
+    from kafkalog_spark.datasource.options import parse_read_options
+    from kafkalog_spark.datasource.plan import OPEN_COST_BYTES, SCAN_CODEC_COST
+    from kafkalog_spark.datasource.reader import KafkaLogReader
+    from kafkalog_spark.datasource.splits import split_bytes
+
+    opts = parse_read_options({"path": ",".join(generated.log_dirs), "minPartitions": "8"})
+    tasks = KafkaLogReader(opts).partitions()
+    cost = {s.segment.log: SCAN_CODEC_COST[CODEC_NAMES[_first_entry_codec(s.segment)]]
+            for t in tasks for s in t.splits}
+
+    def work(split) -> float:
+        return (split_bytes(split) + OPEN_COST_BYTES) * cost[split.segment.log]
+
+    weights = [sum(work(s) for s in t.splits) for t in tasks]
+    heaviest = max(work(s) for t in tasks for s in t.splits)
+    assert len(tasks) == 8
+    assert max(weights) - min(weights) <= 2 * heaviest
+    by_bytes = [sum(split_bytes(s) + OPEN_COST_BYTES for s in t.splits) for t in tasks]
+    assert max(by_bytes) - min(by_bytes) > 2 * heaviest / max(SCAN_CODEC_COST.values())

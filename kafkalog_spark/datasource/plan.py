@@ -17,11 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ..codec.layout import CODEC_NAMES
 from ..codec.records.decode import DecodeOptions, decode_entries
 from ..errors import InvalidOptionError
 from ..log.discovery import discover, found_again
@@ -30,8 +32,9 @@ from ..log.lookup import find_timestamp
 from ..log.model import LogDirs, PartitionDir, Segment
 from ..log.partition_state import at_log_start, checkpointed_log_starts
 from ..log.selection import check_selection, readable_partitions
+from ..log.segment_info import segment_codecs
 from ..log.transactions import transaction_view
-from ..storage import storage_for
+from ..storage import is_local, storage_for
 from .cuts import cut_segment
 from .options import DEFAULT_MIN_PARTITIONS, EARLIEST, LATEST, ReadOptions, parse_read_options
 from .splits import KafkaLogSplit, KafkaLogTask, split_bytes
@@ -93,6 +96,40 @@ def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
     if current:
         tasks.append(KafkaLogTask(tuple(current)))
     return tasks
+
+
+SCAN_CODEC_COST = {"none": 1.0, "lz4": 1.08, "snappy": 1.16, "zstd": 2.0, "gzip": 2.65}
+"""A scan task's work per ``.log`` byte by the codec of the segment it reads, relative to
+uncompressed batches: the mean of the medians of the ``scan-all`` and ``scan-2col`` tasks of the
+4 GiB bench_scaling log (ns per byte of the tasks of one codec,
+``benchmarks/bench_task_codec_cost.py``; BENCHMARKS.md, "Scan tasks weighed by codec"). A
+write's read (``df.write.format("kafkalog")``) is planned with it too: its tasks measured
+flatter (zstd 1.68, gzip 1.74), as migrate's are (``delta.spark_job.LOG_CODEC_COST``)."""
+
+
+def codec_weights(splits: Sequence[KafkaLogSplit], table: Mapping[str, float],
+                  known: Mapping[str, int] | None = None) -> Callable[[KafkaLogSplit], float]:
+    """``cost`` for :func:`pack_splits`: a split's work per byte, ``table``'s entry for the
+    codec of its segment's first entry (:func:`~kafkalog_spark.log.segment_info.segment_codecs`,
+    a few header reads a partition, read on the first call). Segments not on the local file
+    system are not read (a range request each on an object store): their partition's codec in
+    ``known`` (partition dir → codec id: migrate's, from the log ends it reads anyway) or else
+    none; an unknown codec weighs as uncompressed."""
+    by_dir: dict[Path, dict[Path, Segment]] = {}
+    for split in splits:
+        by_dir.setdefault(split.segment.dir, {})[split.segment.log] = split.segment
+    codecs: dict[Path, int | None] = {}
+
+    def cost(split: KafkaLogSplit) -> float:
+        if not codecs:
+            for folder, segments in by_dir.items():
+                local = [seg for seg in segments.values() if is_local(storage_for(seg.log))]
+                fallback = (known or {}).get(str(folder))
+                codecs.update({seg.log: fallback for seg in segments.values()})
+                codecs.update(zip((seg.log for seg in local), segment_codecs(local)))
+        codec = codecs.get(split.segment.log)
+        return 1.0 if codec is None else table.get(CODEC_NAMES.get(codec, "none"), 1.0)
+    return cost
 
 
 # --- planning --------------------------------------------------------------------------------

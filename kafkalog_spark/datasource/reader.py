@@ -36,7 +36,7 @@ from .columns import decode_columns
 from .executors import planned_files
 from .kafka_source import null_empty_headers
 from .options import ReadOptions, parse_read_options
-from .plan import pack_splits, plan_scan
+from .plan import SCAN_CODEC_COST, codec_weights, pack_splits, plan_scan
 from .splits import KafkaLogSplit, KafkaLogTask
 
 log = logging.getLogger("kafkalog_spark.datasource")
@@ -158,7 +158,8 @@ class KafkaLogReader(DataSourceReader):
     def partitions(self) -> list[InputPartition]:
         splits = plan_scan(self.options).splits
         return list(pack_splits(splits, self.options.max_bytes_per_partition,
-                                min_tasks=self.options.min_partitions))
+                                min_tasks=self.options.min_partitions,
+                                cost=codec_weights(splits, SCAN_CODEC_COST)))
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if isinstance(partition, KafkaLogTask):

@@ -143,7 +143,8 @@ class SourceListing:
     """What planning a run read of its sources, from which the tables' reads are planned
     without reading it again: the discovery (before the remote tier is added) and each
     partition's codec by partition dir (its last entry's: a topic's producers mostly use
-    one), which weighs the partition's share of the work."""
+    one), which weighs the work of its segments that are not local (local ones are weighed by
+    their own codecs: :func:`~kafkalog_spark.datasource.plan.codec_weights`)."""
 
     found: LogDirs
     codecs: dict[str, int] = field(default_factory=dict)  # str(partition dir) -> codec id

@@ -34,10 +34,9 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructType
 
-from ..codec.layout import CODEC_NAMES
 from ..datasource.executors import require_visible, task_attempt, task_errors
 from ..datasource.options import ReadOptions, parse_read_options
-from ..datasource.plan import pack_splits, plan_scan
+from ..datasource.plan import codec_weights, pack_splits, plan_scan
 from ..datasource.reader import KafkaLogReader
 from ..datasource.splits import KafkaLogSplit
 from ..storage import as_path, storage_for
@@ -166,7 +165,8 @@ def plan_tasks(tables: list[TableWrite], min_tasks: int, listing: SourceListing 
     """Every table's splits, planned as the ``kafkalog`` source plans them (listings and
     index entries, no record decoded), packed into tasks across tables (many small topics: a
     few tasks, not one per table) of about equal work: a split's bytes weighed by its
-    partition's codec (:data:`LOG_CODEC_COST`). ``listing``: what planning the run read of its
+    segment's codec (:data:`LOG_CODEC_COST`, :func:`~..datasource.plan.codec_weights`; on an
+    object store by its partition's, from ``listing``). ``listing``: what planning the run read of its
     sources, from which the tables' reads are planned (not listed again per table)."""
     tagged, max_bytes = [], 0
     for i, table in enumerate(tables):
@@ -177,22 +177,19 @@ def plan_tasks(tables: list[TableWrite], min_tasks: int, listing: SourceListing 
     if not tagged:
         return []
     by_split = {id(split): i for i, split in tagged}
-    codecs = {} if listing is None else listing.codecs
-    tasks = pack_splits([s for _, s in tagged], max_bytes, min_tasks=min_tasks,
-                        cost=lambda s: _split_cost(codecs.get(str(s.segment.dir))))
+    splits = [s for _, s in tagged]
+    tasks = pack_splits(splits, max_bytes, min_tasks=min_tasks, cost=codec_weights(
+        splits, LOG_CODEC_COST, None if listing is None else listing.codecs))
     return [FilesTask(tuple((by_split[id(s)], s) for s in t.splits)) for t in tasks]
 
 
 LOG_CODEC_COST = {"none": 1.0, "lz4": 1.05, "snappy": 1.1, "zstd": 1.65, "gzip": 1.9}
-"""A migration task's work per ``.log`` byte by the partition's codec, relative to
+"""A migration task's work per ``.log`` byte by the codec of the segment it reads, relative to
 uncompressed batches (measured: the migrate tasks of the 4 GiB bench_scaling log, median ns
-per log byte of the tasks of each codec, ``benchmarks/bench_migrate_codec_cost.py`` —
+per log byte of the tasks of each codec, ``benchmarks/bench_task_codec_cost.py --job migrate``
+(then ``bench_migrate_codec_cost.py``) —
 BENCHMARKS.md, "migrate: reads planned from the run's listing, commits at once, tasks by
 work", part 3); an unknown codec counts as uncompressed."""
-
-
-def _split_cost(codec: int | None) -> float:
-    return 1.0 if codec is None else LOG_CODEC_COST.get(CODEC_NAMES.get(codec, "none"), 1.0)
 
 
 def files_task(tables: list[TableWrite], partition_by: tuple[str, ...], run_id: str,

@@ -5,6 +5,7 @@ magic and codecs, producer ids) read from its batch headers only — :func:`desc
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from ..codec import layout as L
 from ..codec.files import naming as N
 from ..codec.records.scan import STOP_END, STOP_SIZE_TOO_SMALL, scan_entries, stop_error
 from ..errors import KafkaLogError, Location
-from ..storage import as_path, mapped_file
+from ..storage import as_path, mapped_file, storage_for
 from .lookup import check_offset_entry, log_bytes, offset_index
 from .model import Segment
 
@@ -113,6 +114,50 @@ def describe_segment(segment: Segment | str | os.PathLike[str]) -> SegmentInfo:
         valid_bytes=table.stop_position, stop_code=table.stop_code,
         stop_reason=table.stop_reason, zero_tail=bool(zero_tail),
     )
+
+
+def first_codec(segment: Segment) -> int | None:
+    """The codec id of the segment's first entry (a v2 batch or a legacy wrapper), from the
+    first bytes of its header alone; ``None`` for a segment too short or unreadable for that
+    (the planners weigh work by it; a read reports what is wrong with the file)."""
+    try:
+        head = storage_for(segment.log).read_bytes(segment.log, L.ATTRIBUTES_OFFSET + 2)
+    except (OSError, KafkaLogError):
+        return None
+    if len(head) <= L.LEGACY_ATTRIBUTES_OFFSET:
+        return None
+    if head[L.MAGIC_OFFSET] < 2:
+        return head[L.LEGACY_ATTRIBUTES_OFFSET] & L.LEGACY_CODEC_MASK
+    if len(head) < L.ATTRIBUTES_OFFSET + 2:
+        return None
+    return head[L.ATTRIBUTES_OFFSET + 1] & L.CODEC_MASK  # the low byte of the big-endian int16
+
+
+def segment_codecs(segments: Sequence[Segment]) -> list[int | None]:
+    """:func:`first_codec` of each of a partition's segments (in offset order), read from few of
+    them: a partition's codec changes rarely (a producer's ``compression.type`` changed, legacy
+    segments before v2 ones), so a run of segments between two whose codecs agree is taken to
+    have it, and a run whose ends differ is halved until each change is found — two reads for a
+    partition of one codec, about ``2 + 2 log2(n)`` for one change, not one read a segment (a
+    cold read each: 2 s for the 4,146 segments of a 4 GiB log, against 45 ms cached)."""
+    known: dict[int, int | None] = {}
+
+    def codec(i: int) -> int | None:
+        if i not in known:
+            known[i] = first_codec(segments[i])
+        return known[i]
+
+    out: list[int | None] = [None] * len(segments)
+    runs = [(0, len(segments) - 1)] if segments else []
+    while runs:
+        lo, hi = runs.pop()
+        if codec(lo) == codec(hi) or hi - lo <= 1:
+            out[lo:hi] = [codec(lo)] * (hi - lo)
+            out[hi] = codec(hi)
+        else:
+            mid = (lo + hi) // 2
+            runs += [(lo, mid), (mid, hi)]
+    return out
 
 
 def next_offset(segment: Segment) -> int:
