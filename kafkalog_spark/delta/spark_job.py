@@ -166,8 +166,9 @@ def plan_tasks(tables: list[TableWrite], min_tasks: int, listing: SourceListing 
     index entries, no record decoded), packed into tasks across tables (many small topics: a
     few tasks, not one per table) of about equal work: a split's bytes weighed by its
     segment's codec (:data:`LOG_CODEC_COST`, :func:`~..datasource.plan.codec_weights`; on an
-    object store by its partition's, from ``listing``). ``listing``: what planning the run read of its
-    sources, from which the tables' reads are planned (not listed again per table)."""
+    object store by its partition's, from ``listing``). ``listing``: what planning the run
+    read of its sources, from which the tables' reads are planned (not listed again per
+    table)."""
     tagged, max_bytes = [], 0
     for i, table in enumerate(tables):
         opts = parse_read_options(table.read_options)
