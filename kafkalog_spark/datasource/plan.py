@@ -15,9 +15,8 @@ The tasks read them with :func:`kafkalog_spark.datasource.reader.read_split`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -58,11 +57,11 @@ class ScanPlan:
 
 def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
                 min_tasks: int = DEFAULT_MIN_PARTITIONS, open_cost: int = OPEN_COST_BYTES,
-                cost: Callable[[KafkaLogSplit], float] | None = None) -> list[KafkaLogTask]:
+                cost: Sequence[float] | None = None) -> list[KafkaLogTask]:
     """Group consecutive splits into Spark tasks, as Spark's file source packs small files.
 
-    Each split weighs its bytes plus ``open_cost`` (times ``cost(split)`` when given: its work
-    per byte, relative to uncompressed data). The splits, in order, are cut into ``n`` runs of
+    Each split weighs its bytes plus ``open_cost`` (times its ``cost`` when given, one a split:
+    its work per byte relative to uncompressed data, :func:`codec_weights`). The splits, in order, are cut into ``n`` runs of
     about ``total / n`` weight each (a split goes to the run its middle falls in), ``n`` the
     smallest multiple of ``min_tasks`` with ``total / n <= max_bytes``; a task never holds more
     than ``max_bytes`` (a heavier split is a task of its own). So small inputs keep
@@ -77,8 +76,9 @@ def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
     """
     if len(splits) <= min_tasks:
         return [KafkaLogTask((s,)) for s in splits]
-    weights = [split_bytes(s) + open_cost if cost is None
-               else int((split_bytes(s) + open_cost) * cost(s)) for s in splits]
+    weights = [split_bytes(s) + open_cost for s in splits]
+    if cost is not None:
+        weights = [int(w * c) for w, c in zip(weights, cost)]
     total = sum(weights)
     n = min_tasks * -(-total // (max_bytes * min_tasks))  # waves of min_tasks, each <= max
     tasks: list[KafkaLogTask] = []
@@ -108,28 +108,42 @@ flatter (zstd 1.68, gzip 1.74), as migrate's are (``delta.spark_job.LOG_CODEC_CO
 
 
 def codec_weights(splits: Sequence[KafkaLogSplit], table: Mapping[str, float],
-                  known: Mapping[str, int] | None = None) -> Callable[[KafkaLogSplit], float]:
-    """``cost`` for :func:`pack_splits`: a split's work per byte, ``table``'s entry for the
-    codec of its segment's first entry (:func:`~kafkalog_spark.log.segment_info.segment_codecs`,
-    a few header reads a partition, read on the first call). Segments not on the local file
-    system are not read (a range request each on an object store): their partition's codec in
-    ``known`` (partition dir → codec id: migrate's, from the log ends it reads anyway) or else
-    none; an unknown codec weighs as uncompressed."""
-    by_dir: dict[Path, dict[Path, Segment]] = {}
-    for split in splits:
-        by_dir.setdefault(split.segment.dir, {})[split.segment.log] = split.segment
-    codecs: dict[Path, int | None] = {}
+                  known: Mapping[str, int] | None = None) -> list[float]:
+    """``cost`` for :func:`pack_splits`: each split's work per byte, ``table``'s entry for the
+    codec of its segment's first entry (:func:`~kafkalog_spark.log.segment_info.segment_codecs`:
+    a few header reads a partition; the splits in plan order, each partition's together).
+    Segments not on the local file system are not read (a range request each on an object
+    store): their partition's codec in ``known`` (partition dir → codec id: migrate's, from the
+    log ends it reads anyway) or else none; an unknown codec weighs as uncompressed."""
+    out: list[float] = []
+    for start, end in _partition_runs(splits):
+        folder = splits[start].segment.dir
+        fallback = (known or {}).get(str(folder))
+        segments: list[Segment] = []  # the run's distinct segments, in order
+        which = []  # each split's index in segments
+        for split in splits[start:end]:
+            if not segments or split.segment is not segments[-1]:
+                segments.append(split.segment)
+            which.append(len(segments) - 1)
+        codecs = [fallback] * len(segments)
+        if is_local(storage_for(folder)):
+            local = [i for i, seg in enumerate(segments) if seg.remote_id is None]
+            for i, codec in zip(local, segment_codecs([segments[i] for i in local])):
+                codecs[i] = codec
+        factors = [1.0 if c is None else table.get(CODEC_NAMES.get(c, "none"), 1.0)
+                   for c in codecs]
+        out += [factors[i] for i in which]
+    return out
 
-    def cost(split: KafkaLogSplit) -> float:
-        if not codecs:
-            for folder, segments in by_dir.items():
-                local = [seg for seg in segments.values() if is_local(storage_for(seg.log))]
-                fallback = (known or {}).get(str(folder))
-                codecs.update({seg.log: fallback for seg in segments.values()})
-                codecs.update(zip((seg.log for seg in local), segment_codecs(local)))
-        codec = codecs.get(split.segment.log)
-        return 1.0 if codec is None else table.get(CODEC_NAMES.get(codec, "none"), 1.0)
-    return cost
+
+def _partition_runs(splits: Sequence[KafkaLogSplit]) -> list[tuple[int, int]]:
+    """``[start, end)`` of each run of consecutive splits of one partition dir."""
+    runs, start = [], 0
+    for i in range(1, len(splits) + 1):
+        if i == len(splits) or splits[i].segment.dir != splits[start].segment.dir:
+            runs.append((start, i))
+            start = i
+    return runs
 
 
 # --- planning --------------------------------------------------------------------------------
