@@ -1,11 +1,10 @@
 """A scan's work per ``.log`` byte by codec (benchmarks): single splits read alone, in-process.
 
-The scans pack their tasks by bytes (:func:`~kafkalog_spark.datasource.plan.pack_splits`
-without ``cost``); this measures how far a byte's work differs by codec, the input a
-codec-weighted packing of scans would need (migrate's is ``delta.spark_job.LOG_CODEC_COST``,
-from ``bench_migrate_codec_cost.py``). A random sample of the splits of ``--log-dir`` is read,
-each split alone, by the data source's reader with every column, after a warm-up; each split's
-codec is that of its partition's first batch (as migrate's planning reads it). Printed per
+The scans pack their tasks by work (:func:`~kafkalog_spark.datasource.plan.codec_weights`,
+``SCAN_CODEC_COST``, measured from Spark's scan tasks by ``bench_task_codec_cost.py``); this
+measures a byte's work by codec without Spark: a random sample of the splits of ``--log-dir``,
+each split read alone by the data source's reader with every column, after a warm-up; each
+split's codec is its segment's (:func:`~kafkalog_spark.log.segment_info.first_codec`). Printed per
 codec: splits, mean ms a split, mean MB and thousand records a split, ms per MB and its ratio
 to uncompressed batches::
 
@@ -27,8 +26,7 @@ from kafkalog_spark.datasource.options import parse_read_options
 from kafkalog_spark.datasource.plan import plan_scan
 from kafkalog_spark.datasource.reader import KafkaLogReader
 from kafkalog_spark.datasource.splits import KafkaLogTask, split_bytes
-from kafkalog_spark.delta.options import parse_migrate_options
-from kafkalog_spark.delta.plan import source_partitions
+from kafkalog_spark.log.segment_info import first_codec
 
 
 def main() -> int:
@@ -39,7 +37,6 @@ def main() -> int:
     args = ap.parse_args()
     opts = parse_read_options({"path": args.log_dir})
     splits = plan_scan(opts).splits
-    _, listing = source_partitions([args.log_dir], parse_migrate_options({}))
     sample = random.Random(args.seed).sample(splits, min(args.sample, len(splits)))
     reader = KafkaLogReader(opts)
 
@@ -54,7 +51,7 @@ def main() -> int:
     by_codec: dict[str, list[tuple[int, int, float]]] = defaultdict(list)
     for split in sample:
         rows, seconds = read(split)
-        codec = CODEC_NAMES.get(listing.codecs.get(str(split.segment.dir), 0), "none")
+        codec = CODEC_NAMES.get(first_codec(split.segment), "none")
         by_codec[codec].append((split_bytes(split), rows, seconds))
     print("| codec | splits | ms a split | MB a split | k records a split | ms per MB | "
           "relative to none |")

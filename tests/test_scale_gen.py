@@ -199,32 +199,37 @@ def test_first_codec_reads_every_format_from_the_header(generated) -> None:
 
 
 def test_segment_codecs_find_each_change_from_few_reads(tmp_path, monkeypatch) -> None:
-    """A partition written gzip, then lz4, then zstd (40 segments): each segment's codec, from
-    the headers of a few segments; one codec throughout: two reads; an empty segment: none."""
+    """A partition written gzip, then lz4, then gzip again (A, B, A: its ends agree), then
+    zstd — 40-odd segments: each segment's codec, from the headers of a few segments; one
+    codec throughout: one read a sampled run's end; an empty segment: none."""
     from kafkalog_spark.log import segment_info
 
     noise = np.random.default_rng(5).integers(0, 256, size=(3000, 40), dtype=np.uint8)
     table = pa.table({"value": [row.tobytes() for row in noise]})
     out = tmp_path / "d"
-    runs = (("gzip", 1000), ("lz4", 800), ("zstd", 1200))
-    for codec, n in runs:
+    for codec, n in (("gzip", 600), ("lz4", 800), ("gzip", 600), ("zstd", 1000)):
         kl.write_log(table.slice(0, n), out, topic="t", partition=0, codec=codec,
                      segment_bytes=1200, max_batch_records=40)
     segments = discover([str(out)]).all_partition_dirs()[0].segments
     truth = [_first_entry_codec(s) for s in segments]
-    assert len(segments) >= 40 and truth == sorted(truth, key=[1, 3, 4].index)
+    changes = sum(a != b for a, b in zip(truth, truth[1:]))
+    assert len(segments) >= 40 and changes == 3
     reads = []
     counted = segment_info.first_codec
     monkeypatch.setattr(segment_info, "first_codec", lambda s: reads.append(s) or counted(s))
+    runs = segment_info.SAMPLED_RUNS
     assert segment_info.segment_codecs(segments) == truth
-    assert len(reads) <= 2 + 2 * 2 * int(np.ceil(np.log2(len(segments))))  # two changes
-    reads.clear()
-    gzip_run = segments[:truth.count(1)]
-    assert segment_info.segment_codecs(gzip_run) == [1] * len(gzip_run) and len(reads) == 2
+    halvings = int(np.ceil(np.log2(len(segments) / runs + 1)))
+    assert len(reads) <= runs + 1 + 2 * changes * halvings < len(segments)
+    for one_codec in (segments[:truth.index(3)], segments[:3]):
+        reads.clear()
+        assert segment_info.segment_codecs(one_codec) == [1] * len(one_codec)
+        assert len(reads) == min(runs + 1, len(one_codec))
     empty = tmp_path / "d" / "t-0" / f"{5000:020d}.log"
     empty.touch()
     last = discover([str(out)]).all_partition_dirs()[0].segments[-1]
     assert last.log == empty and segment_info.segment_codecs([last]) == [None]
+    assert segment_info.segment_codecs([]) == []
 
 
 def test_scan_tasks_weigh_each_segment_by_its_codec(generated) -> None:
@@ -251,3 +256,32 @@ def test_scan_tasks_weigh_each_segment_by_its_codec(generated) -> None:
     assert max(weights) - min(weights) <= 2 * heaviest
     by_bytes = [sum(split_bytes(s) + OPEN_COST_BYTES for s in t.splits) for t in tasks]
     assert max(by_bytes) - min(by_bytes) > 2 * heaviest / max(SCAN_CODEC_COST.values())
+
+
+def test_codec_weights_read_no_header_of_a_segment_elsewhere(generated, monkeypatch) -> None:
+    """A remote tier's segments (and an object store's) are not read to weigh them: their
+    partition's codec from ``known`` (migrate's, from the log ends it reads) or none; the local
+    segments beside them still weigh by their own codecs."""
+    from dataclasses import replace
+
+    from kafkalog_spark.codec.layout import CODEC_NAMES
+    from kafkalog_spark.datasource.plan import SCAN_CODEC_COST, codec_weights, plan_scan
+    from kafkalog_spark.log import segment_info
+
+    splits = plan_scan({"path": ",".join(generated.log_dirs)}).splits
+    truth = [SCAN_CODEC_COST[CODEC_NAMES[_first_entry_codec(s.segment)]] for s in splits]
+    assert codec_weights(splits, SCAN_CODEC_COST) == truth
+    first_dir = splits[0].segment.dir
+    tiered = {s.segment.log: replace(s.segment, remote_id="r") for s in splits
+              if s.segment.dir != first_dir}
+    moved = [replace(s, segment=tiered.get(s.segment.log, s.segment)) for s in splits]
+    read = []
+    counted = segment_info.first_codec
+    monkeypatch.setattr(segment_info, "first_codec", lambda s: read.append(s) or counted(s))
+    known = {str(s.segment.dir): 1 for s in moved[-1:]}  # the last partition's: gzip
+    got = codec_weights(moved, SCAN_CODEC_COST, known)
+    assert {seg.dir for seg in read} == {first_dir}
+    local = [s.segment.dir == first_dir for s in moved]
+    last = [s.segment.dir == moved[-1].segment.dir for s in moved]
+    assert got == [t if here else SCAN_CODEC_COST["gzip"] if end else 1.0
+                   for t, here, end in zip(truth, local, last)]

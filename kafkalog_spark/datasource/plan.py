@@ -61,10 +61,11 @@ def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
     """Group consecutive splits into Spark tasks, as Spark's file source packs small files.
 
     Each split weighs its bytes plus ``open_cost`` (times its ``cost`` when given, one a split:
-    its work per byte relative to uncompressed data, :func:`codec_weights`). The splits, in order, are cut into ``n`` runs of
-    about ``total / n`` weight each (a split goes to the run its middle falls in), ``n`` the
-    smallest multiple of ``min_tasks`` with ``total / n <= max_bytes``; a task never holds more
-    than ``max_bytes`` (a heavier split is a task of its own). So small inputs keep
+    its work per byte relative to uncompressed data, :func:`codec_weights`). The splits, in
+    order, are cut into ``n`` runs of about ``total / n`` weight each (a split goes to the run
+    its middle falls in), ``n`` the smallest multiple of ``min_tasks`` with
+    ``total / n <= max_bytes``; a task never holds more than ``max_bytes`` (a heavier split is
+    a task of its own). So small inputs keep
     ``min_tasks``-way parallelism, and with ``min_tasks`` the session's parallelism (its slots)
     the tasks fill the slots in waves that end together (closing a task when the next split
     would pass ``total / n`` made 130 tasks for 128 slots: a third wave of two tasks). With at

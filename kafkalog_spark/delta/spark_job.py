@@ -188,7 +188,7 @@ LOG_CODEC_COST = {"none": 1.0, "lz4": 1.05, "snappy": 1.1, "zstd": 1.65, "gzip":
 """A migration task's work per ``.log`` byte by the codec of the segment it reads, relative to
 uncompressed batches (measured: the migrate tasks of the 4 GiB bench_scaling log, median ns
 per log byte of the tasks of each codec, ``benchmarks/bench_task_codec_cost.py --job migrate``
-(then ``bench_migrate_codec_cost.py``) —
+(then named ``bench_migrate_codec_cost.py``) —
 BENCHMARKS.md, "migrate: reads planned from the run's listing, commits at once, tasks by
 work", part 3); an unknown codec counts as uncompressed."""
 
