@@ -58,10 +58,12 @@ def planned_tasks(job: str, log_dir: Path, parallelism: int) -> list[list]:
     return [list(t.splits) for t in KafkaLogReader(opts).partitions()]
 
 
-def task_times(work: Path, job: str, tasks: int) -> dict[int, int]:
-    """Executor run time (ms) per task index of the job's stage of ``tasks`` tasks."""
-    entry = json.loads((work / "result-local[1].json").read_text())[job]
-    trace = read_traces(event_log_file(Path(entry["events"])), {job: entry["wall"]})[job]
+def task_times(work: Path, job: str, tasks: int, events: Path | None) -> dict[int, int]:
+    """Executor run time (ms) per task index of the job's stage of ``tasks`` tasks, from
+    ``events`` (an event log folder) or else the job's last run in ``work``."""
+    if events is None:
+        events = Path(json.loads((work / "result-local[1].json").read_text())[job]["events"])
+    trace = read_traces(event_log_file(events), {job: (0.0, 0.0)})[job]
     stages = [s for s in trace.stages if len(s.tasks) == tasks]
     if len(stages) != 1:
         raise SystemExit(f"{job}: {len(stages)} stages of {tasks} tasks; plan with the commit "
@@ -74,9 +76,11 @@ def main() -> None:
     ap.add_argument("--work", required=True, type=Path, help="a bench_scaling --work folder")
     ap.add_argument("--job", required=True, choices=("scan-all", "scan-2col", "write", "migrate"))
     ap.add_argument("--parallelism", type=int, default=128)
+    ap.add_argument("--events", type=Path, help="an event log folder of the work folder's "
+                    "runs (default: the job's last run)")
     args = ap.parse_args()
     tasks = planned_tasks(args.job, args.work / "data" / "kafka-logs-0", args.parallelism)
-    times = task_times(args.work, args.job, len(tasks))
+    times = task_times(args.work, args.job, len(tasks), args.events)
     per_codec: dict[str, list[float]] = defaultdict(list)
     codec_of: dict[Path, str] = {}
     for index, splits in enumerate(tasks):

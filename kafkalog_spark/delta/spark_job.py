@@ -184,13 +184,11 @@ def plan_tasks(tables: list[TableWrite], min_tasks: int, listing: SourceListing 
     return [FilesTask(tuple((by_split[id(s)], s) for s in t.splits)) for t in tasks]
 
 
-LOG_CODEC_COST = {"none": 1.0, "lz4": 1.05, "snappy": 1.1, "zstd": 1.65, "gzip": 1.9}
+LOG_CODEC_COST = {"none": 1.0, "lz4": 1.1, "snappy": 1.05, "zstd": 2.05, "gzip": 2.15}
 """A migration task's work per ``.log`` byte by the codec of the segment it reads, relative to
-uncompressed batches (measured: the migrate tasks of the 4 GiB bench_scaling log, median ns
-per log byte of the tasks of each codec, ``benchmarks/bench_task_codec_cost.py --job migrate``
-(then named ``bench_migrate_codec_cost.py``) —
-BENCHMARKS.md, "migrate: reads planned from the run's listing, commits at once, tasks by
-work", part 3); an unknown codec counts as uncompressed."""
+uncompressed batches: the medians of three migrate runs on the 4 GiB bench_scaling log (ns per
+log byte of the tasks of one codec, ``benchmarks/bench_task_codec_cost.py --job migrate``;
+BENCHMARKS.md, "Scan tasks weighed by codec"); an unknown codec counts as uncompressed."""
 
 
 def files_task(tables: list[TableWrite], partition_by: tuple[str, ...], run_id: str,
