@@ -9,8 +9,10 @@ never decodes record data, except the one batch where a timestamp bound lands, t
 exact offset as Kafka's ``ListOffsets`` does.
 
 Splits (one segment, or a byte range of a large one) are packed into Spark tasks by
-:func:`pack_splits` — many small segments per task, like Spark's file source packs small files.
-The tasks read them with :func:`kafkalog_spark.datasource.reader.read_split`.
+:func:`pack_splits` — many small segments per task, like Spark's file source packs small files —
+of equal work: a byte weighs by its segment's codec (:func:`codec_weights`, from the first batch
+header of a few segments a partition). The tasks read them with
+:func:`kafkalog_spark.datasource.reader.read_split`.
 """
 
 from __future__ import annotations
@@ -65,11 +67,11 @@ def pack_splits(splits: Sequence[KafkaLogSplit], max_bytes: int, *,
     order, are cut into ``n`` runs of about ``total / n`` weight each (a split goes to the run
     its middle falls in), ``n`` the smallest multiple of ``min_tasks`` with
     ``total / n <= max_bytes``; a task never holds more than ``max_bytes`` (a heavier split is
-    a task of its own). So small inputs keep
-    ``min_tasks``-way parallelism, and with ``min_tasks`` the session's parallelism (its slots)
-    the tasks fill the slots in waves that end together (closing a task when the next split
-    would pass ``total / n`` made 130 tasks for 128 slots: a third wave of two tasks). With at
-    most ``min_tasks`` splits every split is its own task.
+    a task of its own). So small inputs keep ``min_tasks``-way parallelism, and with
+    ``min_tasks`` the session's parallelism (its slots) the tasks fill the slots in waves that
+    end together (closing a task when the next split would pass ``total / n`` made 130 tasks
+    for 128 slots: a third wave of two tasks). With at most ``min_tasks`` splits every split
+    is its own task.
     Why packed: a Spark task of a Python data source costs fixed time (launch to finish 11 ms
     in a local session, ~60 ms with Spark's default loopback TCP and pyspark's daemon:
     BENCHMARKS.md, "Python workers: 40 ms a task"), more than reading a small segment; one

@@ -118,19 +118,19 @@ def describe_segment(segment: Segment | str | os.PathLike[str]) -> SegmentInfo:
 
 def first_codec(segment: Segment) -> int | None:
     """The codec id of the segment's first entry (a v2 batch or a legacy wrapper), from the
-    first bytes of its header alone; ``None`` for a segment too short or unreadable for that
-    (the planners weigh work by it; a read reports what is wrong with the file)."""
+    first bytes of its header alone; ``None`` for a segment too short, unreadable or of an
+    unknown magic (the planners weigh work by it; a read reports what is wrong with the
+    file)."""
     try:
         head = storage_for(segment.log).read_bytes(segment.log, L.ATTRIBUTES_OFFSET + 2)
     except (OSError, KafkaLogError):
         return None
-    if len(head) <= L.LEGACY_ATTRIBUTES_OFFSET:
-        return None
-    if head[L.MAGIC_OFFSET] < 2:
+    magic = head[L.MAGIC_OFFSET] if len(head) > L.MAGIC_OFFSET else None
+    if magic in (0, 1) and len(head) > L.LEGACY_ATTRIBUTES_OFFSET:
         return head[L.LEGACY_ATTRIBUTES_OFFSET] & L.LEGACY_CODEC_MASK
-    if len(head) < L.ATTRIBUTES_OFFSET + 2:
-        return None
-    return head[L.ATTRIBUTES_OFFSET + 1] & L.CODEC_MASK  # the low byte of the big-endian int16
+    if magic == 2 and len(head) == L.ATTRIBUTES_OFFSET + 2:
+        return head[L.ATTRIBUTES_OFFSET + 1] & L.CODEC_MASK  # the big-endian int16's low byte
+    return None
 
 
 SAMPLED_RUNS = 8  # a partition's segments are first read at the ends of this many equal runs
@@ -152,10 +152,12 @@ def segment_codecs(segments: Sequence[Segment]) -> list[int | None]:
             known[i] = first_codec(segments[i])
         return known[i]
 
+    if not segments:
+        return []
     last = len(segments) - 1
     cuts = sorted({last * k // SAMPLED_RUNS for k in range(SAMPLED_RUNS + 1)})
     out: list[int | None] = [None] * len(segments)
-    runs = list(zip(cuts, cuts[1:])) if last > 0 else [(0, 0)] if segments else []
+    runs = list(zip(cuts, cuts[1:])) or [(0, 0)]  # (0, 0): one segment
     while runs:
         lo, hi = runs.pop()
         if codec(lo) == codec(hi) or hi - lo <= 1:
