@@ -243,30 +243,51 @@ def test_segment_codecs_find_each_change_from_few_reads(tmp_path, monkeypatch) -
     assert segment_info.segment_codecs([]) == []
 
 
-def test_scan_tasks_weigh_each_segment_by_its_codec(generated) -> None:
-    """The data source's tasks hold equal work, not equal bytes: a byte of a gzip segment
-    weighs what ``SCAN_CODEC_COST`` says (per segment: legacy segments and codec switches
-    inside a partition included), so a task of gzip segments holds fewer bytes."""
-    from kafkalog_spark.codec.layout import CODEC_NAMES
+def _scan_tasks(log_dirs: list[str], n: int):
     from kafkalog_spark.datasource.options import parse_read_options
-    from kafkalog_spark.datasource.plan import OPEN_COST_BYTES, SCAN_CODEC_COST
+    from kafkalog_spark.datasource.plan import SCAN_CODEC_COST
     from kafkalog_spark.datasource.reader import KafkaLogReader
+
+    opts = parse_read_options({"path": ",".join(log_dirs), "minPartitions": str(n)})
+    return [t.splits for t in KafkaLogReader(opts).partitions()], SCAN_CODEC_COST
+
+
+def _migrate_tasks(log_dirs: list[str], n: int):
+    from kafkalog_spark.delta.options import parse_migrate_options
+    from kafkalog_spark.delta.plan import plan_table, source_partitions
+    from kafkalog_spark.delta.spark_job import LOG_CODEC_COST, TableWrite, plan_tasks
+
+    opts = parse_migrate_options({})
+    tables, listing = source_partitions(log_dirs, opts)
+    writes = []
+    for name, parts in sorted(tables.items()):
+        plan = plan_table(Path("/nonexistent") / name, parts, opts, {})
+        writes.append(TableWrite(str(plan.path), "", plan.schema, plan.read_options(opts)))
+    return [[s for _, s in t.items] for t in plan_tasks(writes, n, listing)], LOG_CODEC_COST
+
+
+@pytest.mark.parametrize("planner", [_scan_tasks, _migrate_tasks], ids=["scan", "migrate"])
+def test_tasks_weigh_each_segment_by_its_codec(generated, planner) -> None:
+    """The data source's tasks (and migrate's) hold equal work, not equal bytes: a byte of a
+    gzip segment weighs what the planner's table says (per segment: legacy segments and codec
+    switches inside a partition included), so a task of gzip segments holds fewer bytes."""
+    from kafkalog_spark.codec.layout import CODEC_NAMES
+    from kafkalog_spark.datasource.plan import OPEN_COST_BYTES, pack_splits
     from kafkalog_spark.datasource.splits import split_bytes
 
-    opts = parse_read_options({"path": ",".join(generated.log_dirs), "minPartitions": "8"})
-    tasks = KafkaLogReader(opts).partitions()
-    cost = {s.segment.log: SCAN_CODEC_COST[CODEC_NAMES[_first_entry_codec(s.segment)]]
-            for t in tasks for s in t.splits}
-
-    def work(split) -> float:
-        return (split_bytes(split) + OPEN_COST_BYTES) * cost[split.segment.log]
-
-    weights = [sum(work(s) for s in t.splits) for t in tasks]
-    heaviest = max(work(s) for t in tasks for s in t.splits)
+    tasks, table = planner(generated.log_dirs, 8)
+    splits = [s for t in tasks for s in t]
+    cost = [table[CODEC_NAMES[_first_entry_codec(s.segment)]] for s in splits]
+    assert [list(t.splits) for t in pack_splits(splits, 1 << 40, min_tasks=8, cost=cost)] \
+        == [list(t) for t in tasks]  # packed by every segment's own codec
+    work = dict(zip(map(id, splits), ((split_bytes(s) + OPEN_COST_BYTES) * c
+                                      for s, c in zip(splits, cost))))
+    weights = [sum(work[id(s)] for s in t) for t in tasks]
+    heaviest = max(work.values())
     assert len(tasks) == 8
     assert max(weights) - min(weights) <= 2 * heaviest
-    by_bytes = [sum(split_bytes(s) + OPEN_COST_BYTES for s in t.splits) for t in tasks]
-    assert max(by_bytes) - min(by_bytes) > 2 * heaviest / max(SCAN_CODEC_COST.values())
+    by_bytes = [sum(split_bytes(s) + OPEN_COST_BYTES for s in t) for t in tasks]
+    assert max(by_bytes) - min(by_bytes) > 2 * heaviest / max(table.values())
 
 
 def test_codec_weights_read_no_header_of_a_segment_elsewhere(generated, monkeypatch) -> None:
