@@ -102,15 +102,17 @@ def test_small_segments_are_packed_into_few_tasks_and_files(spark, tmp_path):
     assert parquet_on_disk(dest) == table_files(dest)
 
 
-def test_tasks_are_packed_by_work_each_partition_weighed_by_its_codec(tmp_path):
-    """migrate's tasks hold about equal work, not bytes: a gzip partition's bytes weigh
-    LOG_CODEC_COST["gzip"] times an uncompressed one's (its codec: its last entry's, read
-    with its log end), so its tasks hold fewer bytes; without the codecs the same splits
-    pack by bytes alone."""
+def test_tasks_are_packed_by_work_each_segment_weighed_by_its_codec(tmp_path):
+    """migrate's tasks hold about equal work, not bytes: a gzip segment's bytes weigh
+    LOG_CODEC_COST["gzip"] times an uncompressed one's (its codec: its first batch's, read
+    from its header; the partition's last entry's, read with its log end, only stands in for
+    segments that are not local), so its tasks hold fewer bytes; packed without weights the
+    same splits hold equal bytes."""
+    from kafkalog_spark.datasource.plan import pack_splits
     from kafkalog_spark.datasource.splits import split_bytes
     from kafkalog_spark.delta.options import parse_migrate_options
     from kafkalog_spark.delta.plan import SourceListing, plan_table, source_partitions
-    from kafkalog_spark.delta.spark_job import LOG_CODEC_COST, TableWrite, plan_tasks
+    from kafkalog_spark.delta.spark_job import LOG_CODEC_COST, FilesTask, TableWrite, plan_tasks
 
     logs = tmp_path / "logs"
     for topic, codec in (("plain", "none"), ("zipped", "gzip")):
@@ -131,7 +133,12 @@ def test_tasks_are_packed_by_work_each_partition_weighed_by_its_codec(tmp_path):
         return sum(mine) / len(mine)
 
     by_work = plan_tasks(jobs, 16, listing)
-    by_bytes = plan_tasks(jobs, 16, SourceListing(listing.found))
+    local = plan_tasks(jobs, 16, SourceListing(listing.found))  # no stand-in codecs
+    assert local == by_work  # local segments weigh by their own codecs
+    tagged = [item for t in by_work for item in t.items]
+    table_of = {id(s): i for i, s in tagged}
+    by_bytes = [FilesTask(tuple((table_of[id(s)], s) for s in t.splits)) for t in
+                pack_splits([s for _, s in tagged], 1 << 40, min_tasks=16)]
     names = sorted(tables)
     plain, zipped = names.index("plain"), names.index("zipped")
     ratio = bytes_per_task(by_work, plain) / bytes_per_task(by_work, zipped)
