@@ -122,7 +122,8 @@ def first_codec(segment: Segment) -> int | None:
     unknown magic (the planners weigh work by it; a read reports what is wrong with the
     file)."""
     try:
-        head = storage_for(segment.log).read_bytes(segment.log, L.ATTRIBUTES_OFFSET + 2)
+        log = segment.log
+        head = storage_for(log).read_bytes(log, L.ATTRIBUTES_OFFSET + 2)
     except (OSError, KafkaLogError):
         return None
     magic = head[L.MAGIC_OFFSET] if len(head) > L.MAGIC_OFFSET else None
